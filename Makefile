@@ -1,0 +1,51 @@
+# The two commands README.md documents. Each bootstraps what it needs:
+# the venv (torch pinned to the CPU wheel by constraints.txt), SkyPilot's own
+# venv (it conflicts with huggingface-hub over click) and Debian's Chromium.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+SKY_VENV := .venv-sky
+SKY_STAMP := $(SKY_VENV)/.installed
+EXPERIMENT ?= miniwob-cpu
+
+export DVC_NO_ANALYTICS := 1
+export SKYPILOT_DISABLE_USAGE_COLLECTION := 1
+export RMSWEB_SKY_PYTHON := $(abspath $(SKY_VENV))/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: run test lint chromium install
+
+run: $(STAMP) chromium  ## the main job: the default experiment through dvc repro
+	dvc repro report_$(EXPERIMENT)
+
+test: $(STAMP) $(SKY_STAMP) chromium  ## the default test tier (CPU, offline)
+	pytest -q
+
+lint: $(STAMP)
+	ruff check .
+	ruff format --check .
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,serve]'
+	touch $@
+
+$(SKY_STAMP): constraints-sky.txt
+	test -x $(SKY_VENV)/bin/python || python3 -m venv $(SKY_VENV)
+	$(SKY_VENV)/bin/python -m pip install -q --upgrade pip
+	$(SKY_VENV)/bin/python -m pip install -q -c constraints-sky.txt skypilot
+	touch $@
+
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+	  echo "Chromium is missing: run 'sudo apt-get install -y chromium' (or 'playwright install chromium')." >&2; \
+	  exit 1; \
+	fi

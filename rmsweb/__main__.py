@@ -1,0 +1,3 @@
+from rmsweb.cli import main
+
+main()

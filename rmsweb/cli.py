@@ -1,0 +1,297 @@
+"""The `rmsweb` command line.
+
+Start-up stays light: this module imports typer, the spec package and the
+compiler only. Every stage body (torch, transformers, trl, playwright, duckdb)
+is imported inside its command, so `rmsweb --help`, `validate` and `compile`
+never load them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rmsweb.errors import UserError
+from rmsweb.spec import SpecErrors
+
+app = typer.Typer(
+    name="rmsweb",
+    help="Reflection, failure-mode mining and Salvage-DS for web agents, as config-as-code.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+suite_app = typer.Typer(
+    help="Suites: list tasks, check the scripted experts.", no_args_is_help=True
+)
+app.add_typer(suite_app, name="suite")
+
+# Where each pipeline stage's body lives: `main(io: StageIO) -> None`.
+STAGE_MODULES = {
+    "collect": "rmsweb.collect.stage",
+    "model": "rmsweb.models.stage",
+    "sft": "rmsweb.train.sft",
+    "mine": "rmsweb.mine.stage",
+    "rl": "rmsweb.train.salvage_ds.stage",
+    "eval": "rmsweb.evaluate.stage",
+    "report": "rmsweb.report.stage",
+}
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(message, err=True)
+    raise typer.Exit(code)
+
+
+def run_guarded(fn: Callable[[], Any]) -> Any:
+    """Turn the errors a user can fix into messages and exit code 2, never a traceback."""
+    try:
+        return fn()
+    except SpecErrors as exc:
+        for err in exc.errors:
+            typer.echo(str(err), err=True)
+        typer.echo(f"{len(exc.errors)} error(s).", err=True)
+        raise typer.Exit(2) from None
+    except UserError as exc:
+        fail(f"error: {exc}")
+    except KeyboardInterrupt:
+        fail("interrupted.", 130)
+
+
+def load_impl(module: str, attr: str = "main") -> Callable[..., Any]:
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and (exc.name == module or module.startswith(exc.name + ".")):
+            raise UserError(
+                f"{module} is not part of this rmsweb build yet; update rmsweb."
+            ) from None
+        raise
+    return getattr(mod, attr)
+
+
+# --------------------------------------------------------------------------- specs
+
+
+Overrides = Annotated[
+    list[str] | None,
+    typer.Option("--override", "-o", help="Dotted override KEY=VALUE (repeatable)."),
+]
+
+
+@app.command()
+def validate(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="Spec files or folders (default: experiments/).")
+    ] = None,
+    override: Overrides = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")] = False,
+) -> None:
+    """Validate experiment specs; report every error as file:line:col key: message."""
+    from rmsweb.compile import discover, load_specs
+
+    def go() -> None:
+        targets = paths or [Path("experiments")]
+        missing = [p for p in targets if not p.exists()]
+        if missing:
+            raise UserError("no such file or folder: " + ", ".join(map(str, missing)))
+        files = discover(targets)
+        specs, _, errors = load_specs(files, override or [])
+        if errors:
+            raise SpecErrors(errors)
+        if not quiet:
+            for spec in specs:
+                typer.echo(f"ok  {spec.name}")
+            typer.echo(f"{len(specs)} spec(s) valid.")
+
+    run_guarded(go)
+
+
+@app.command("compile")
+def compile_cmd(
+    check: Annotated[
+        bool, typer.Option("--check", help="Exit 1 with a diff if the committed files are stale.")
+    ] = False,
+    root: Annotated[Path, typer.Option(help="Project root.")] = Path("."),
+) -> None:
+    """Compile experiments/*.yaml into dvc.yaml, params.yaml and sky/<name>.yaml."""
+    from rmsweb.compile import compile_project, diff_generated, write_generated
+
+    def go() -> None:
+        files = compile_project(root)
+        if check:
+            diff = diff_generated(root, files)
+            if diff:
+                typer.echo(diff, nl=False)
+                fail("generated files are stale: run `rmsweb compile` and commit.", 1)
+            typer.echo(f"up to date: {len(files)} generated file(s).")
+            return
+        changed = write_generated(root, files)
+        for rel in changed:
+            typer.echo(f"wrote {rel}")
+        typer.echo(f"{len(files)} file(s), {len(changed)} changed.")
+
+    run_guarded(go)
+
+
+@app.command()
+def schema(
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("schemas"),
+) -> None:
+    """Write the JSON Schema of experiment specs (for editor completion and checks)."""
+    from rmsweb.spec.schema import write_schema
+
+    typer.echo(f"wrote {write_schema(out)}")
+
+
+# --------------------------------------------------------------------------- stages
+
+Exp = Annotated[str, typer.Option("--exp", help="Experiment name (its section of params.yaml).")]
+Params = Annotated[Path, typer.Option("--params", help="Resolved params file.")]
+Ins = Annotated[
+    list[str] | None, typer.Option("--in", help="Upstream output ROLE=DIR (repeatable).")
+]
+Out = Annotated[Path, typer.Option("--out", help="Output folder (the stage's DVC out).")]
+Metrics = Annotated[Path, typer.Option("--metrics", help="Metrics JSON (DVC metrics file).")]
+
+
+def _run_stage(
+    kind: str,
+    exp: str,
+    params: Path,
+    ins: list[str] | None,
+    out: Path,
+    metrics: Path,
+    policy: str | None = None,
+) -> None:
+    from rmsweb.stage_io import make_stage_io
+
+    def go() -> None:
+        io = make_stage_io(exp, params, ins or [], out, metrics, policy)
+        load_impl(STAGE_MODULES[kind])(io)
+
+    run_guarded(go)
+
+
+def _stage_command(kind: str, name: str, doc: str) -> None:
+    def command(
+        exp: Exp,
+        out: Out,
+        metrics: Metrics,
+        params: Params = Path("params.yaml"),
+        ins: Ins = None,
+    ) -> None:
+        _run_stage(kind, exp, params, ins, out, metrics)
+
+    command.__doc__ = doc
+    app.command(name, rich_help_panel="Pipeline stages")(command)
+
+
+_stage_command("collect", "collect", "Collect teacher trajectories (with reflection retries).")
+_stage_command("model", "make-tiny-model", "Build a tiny random model + tokenizer offline.")
+_stage_command("sft", "sft", "Supervised fine-tuning on the kept trajectories.")
+_stage_command("mine", "mine", "Mine critical and fragile states of the SFT policy.")
+_stage_command("rl", "rl", "RL on mined states: grpo, dapo_ds or Salvage-DS.")
+_stage_command("report", "report", "Write the experiment's report (markdown + HTML).")
+
+
+@app.command("eval", rich_help_panel="Pipeline stages")
+def eval_cmd(
+    exp: Exp,
+    policy: Annotated[str, typer.Option("--policy", help="Name of the eval policy.")],
+    out: Out,
+    metrics: Metrics,
+    params: Params = Path("params.yaml"),
+    ins: Ins = None,
+) -> None:
+    """Evaluate one policy on the held-out split."""
+    _run_stage("eval", exp, params, ins, out, metrics, policy)
+
+
+# --------------------------------------------------------------------------- tools
+
+
+@suite_app.command("list")
+def suite_list(
+    suite: Annotated[str | None, typer.Argument(help="Suite name (default: all).")] = None,
+) -> None:
+    """List suites and their tasks."""
+    run_guarded(lambda: load_impl("rmsweb.suites.commands", "list_tasks")(suite))
+
+
+@suite_app.command("check")
+def suite_check(
+    suite: Annotated[str, typer.Argument(help="Suite name, e.g. miniwob.")],
+    split: Annotated[str, typer.Option(help="train or test.")] = "test",
+    seeds: Annotated[int, typer.Option(help="Seeds per task.")] = 50,
+    tasks: Annotated[
+        list[str] | None, typer.Option("--task", help="Only these tasks (default: all experts).")
+    ] = None,
+    contexts: Annotated[int, typer.Option(help="Parallel browser contexts.")] = 2,
+) -> None:
+    """Run each scripted expert and print a per-task success table (exit 1 below 95%)."""
+    code = run_guarded(
+        lambda: load_impl("rmsweb.suites.commands", "check_experts")(
+            suite, split=split, seeds=seeds, tasks=tasks or None, contexts=contexts
+        )
+    )
+    raise typer.Exit(code or 0)
+
+
+@app.command()
+def query(
+    sql: Annotated[str | None, typer.Argument(help="SQL over the run tables.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, md, csv or json.")] = "table",
+    runs: Annotated[Path, typer.Option(help="Root folder of the runs.")] = Path("runs"),
+    print_views: Annotated[
+        bool, typer.Option("--print-views", help="Print the view SQL (for `duckdb -init`).")
+    ] = False,
+    skip_corrupt: Annotated[
+        bool, typer.Option("--skip-corrupt", help="Skip unreadable shards with a warning.")
+    ] = False,
+) -> None:
+    """Query episodes, steps, evals, ... of every run with DuckDB SQL (read-only)."""
+    run_guarded(
+        lambda: load_impl("rmsweb.store.query", "main")(
+            sql, fmt=fmt, runs=runs, print_views=print_views, skip_corrupt=skip_corrupt
+        )
+    )
+
+
+@app.command()
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder with episodes/steps tables.")],
+    out: Annotated[
+        Path | None, typer.Option(help="HTML file to write (default: RUN_DIR/viewer.html).")
+    ] = None,
+) -> None:
+    """Write a static HTML trajectory viewer for a run."""
+    run_guarded(lambda: load_impl("rmsweb.report.viewer", "main")(run_dir, out=out))
+
+
+@app.command()
+def worker(
+    exp: Exp,
+    finish: Annotated[
+        bool, typer.Option("--finish", help="Head node: tell the workers the pipeline is done.")
+    ] = False,
+) -> None:
+    """Multi-node: join the distributed stages the head node posts (SkyPilot workers)."""
+    run_guarded(lambda: load_impl("rmsweb.launch", "worker_main")(exp, finish=finish))
+
+
+def main() -> None:
+    try:
+        app()
+    except BrokenPipeError:  # `rmsweb query ... | head`
+        sys.stderr.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Collect config: the teacher and the reflection-conditioned retry loop (recipe part R)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from .common import SpecFieldError, SpecModel
+
+ErrorKind = Literal["distractor_click", "wrong_field", "wrong_option", "premature_stop"]
+DetourKind = Literal["irrelevant_click", "scroll", "back_and_forth"]
+
+
+class OpenAIEndpoint(SpecModel):
+    """An OpenAI-compatible chat endpoint (`vllm serve`, a hosted API, `transformers serve`)."""
+
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="Endpoint root, ending in /v1.")
+    model: str = Field(..., min_length=1, description="Model name sent with each request.")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        pattern=r"^[A-Z_][A-Z0-9_]*$",
+        description="Environment variable that holds the key; the key is never written anywhere.",
+    )
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature.")
+    max_tokens: int = Field(256, ge=1, description="Completion token limit per call.")
+    concurrency: int = Field(8, ge=1, le=256, description="Requests in flight at once.")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout.")
+    max_http_retries: int = Field(
+        4, ge=0, le=20, description="Retries with backoff on 429/5xx and connection errors."
+    )
+
+
+class ExpertTeacher(SpecModel):
+    """The suite's scripted expert with a mistake model (offline suites only)."""
+
+    kind: Literal["expert"] = "expert"
+    error_rate: float = Field(
+        0.0, ge=0, le=1, description="Chance per attempt of one task-breaking mistake."
+    )
+    detour_rate: float = Field(
+        0.0, ge=0, le=1, description="Chance per attempt of redundant steps that still succeed."
+    )
+    error_kinds: list[ErrorKind] = Field(
+        default_factory=lambda: [
+            "distractor_click",
+            "wrong_field",
+            "wrong_option",
+            "premature_stop",
+        ],
+        min_length=1,
+        description="Mistakes the teacher may make.",
+    )
+    detour_kinds: list[DetourKind] = Field(
+        default_factory=lambda: ["irrelevant_click", "scroll", "back_and_forth"],
+        min_length=1,
+        description="Detours the teacher may take.",
+    )
+
+
+class OpenAITeacher(OpenAIEndpoint):
+    """An LLM teacher; it also writes the reflections in `retry: reflect`."""
+
+    kind: Literal["openai"] = "openai"
+
+
+TeacherSpec = Annotated[ExpertTeacher | OpenAITeacher, Field(discriminator="kind")]
+
+
+class CollectSpec(SpecModel):
+    teacher: TeacherSpec = Field(default_factory=ExpertTeacher, description="Who acts.")
+    retry: Literal["none", "blind", "reflect"] = Field(
+        "reflect",
+        description="none: one attempt; blind: resample on failure; reflect: retry conditioned "
+        "on reflections (RMSWeb).",
+    )
+    max_retries: int = Field(
+        2, ge=0, le=20, description="Retries after attempt 0 (0 when retry is none)."
+    )
+    detour_slack: float = Field(
+        0.2,
+        ge=0,
+        description="A success with more than reference_length * (1 + detour_slack) steps is a "
+        "detour and is retried.",
+    )
+    teacher_budget: int | None = Field(
+        None,
+        ge=1,
+        description="Hard cap on attempts per task and seed, the same for every retry mode "
+        "(equal-budget comparisons); null: 1 + max_retries.",
+    )
+    episodes_per_task: int | None = Field(
+        None, ge=1, description="Train seeds used per task (null: all of suite.train)."
+    )
+
+    @model_validator(mode="after")
+    def _retries(self) -> CollectSpec:
+        if self.retry == "none" and self.max_retries:
+            raise SpecFieldError(
+                "max_retries",
+                f"retry is none but max_retries is {self.max_retries}; plain collection makes "
+                "exactly one attempt. Fix: set max_retries: 0, or retry: blind/reflect.",
+            )
+        if self.teacher_budget is not None and self.teacher_budget > 1 + self.max_retries:
+            raise SpecFieldError(
+                "teacher_budget",
+                f"teacher_budget ({self.teacher_budget}) exceeds the attempts the retry loop can "
+                f"make (1 + max_retries = {1 + self.max_retries}). Fix: raise max_retries or lower "
+                "teacher_budget.",
+            )
+        return self

@@ -1,0 +1,78 @@
+"""Eval config: which policies run on the held-out split."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from .collect import ExpertTeacher, OpenAIEndpoint
+from .common import Name, SpecFieldError, SpecModel
+
+
+class ExpertPolicy(SpecModel):
+    """The suite's scripted expert (error-free unless the mistake rates say otherwise)."""
+
+    kind: Literal["expert"] = "expert"
+    name: Name = Field("expert", description="Policy name in tables and reports.")
+    mistakes: ExpertTeacher = Field(
+        default_factory=ExpertTeacher, description="Mistake model (rates 0: the gold expert)."
+    )
+
+
+class RandomPolicy(SpecModel):
+    """Uniform over valid actions on visible elements: the floor."""
+
+    kind: Literal["random"] = "random"
+    name: Name = Field("random", description="Policy name in tables and reports.")
+
+
+class CheckpointPolicy(SpecModel):
+    """A checkpoint this experiment trains: `sft` or `rl`, rolled out by model.backend."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    name: Name = Field(..., description="Policy name in tables and reports.")
+    source: Literal["sft", "rl"] = Field(..., description="Which stage's checkpoint.")
+
+
+class OpenAIPolicy(OpenAIEndpoint):
+    """Any model behind an OpenAI-compatible endpoint (teachers, hosted baselines)."""
+
+    kind: Literal["openai"] = "openai"
+    name: Name = Field(..., description="Policy name in tables and reports.")
+
+
+PolicySpec = Annotated[
+    ExpertPolicy | RandomPolicy | CheckpointPolicy | OpenAIPolicy, Field(discriminator="kind")
+]
+
+
+class EvalSpec(SpecModel):
+    policies: list[PolicySpec] = Field(
+        default_factory=lambda: [
+            ExpertPolicy(),
+            RandomPolicy(),
+            CheckpointPolicy(name="sft", source="sft"),
+            CheckpointPolicy(name="rl", source="rl"),
+        ],
+        min_length=1,
+        description="Policies evaluated, each its own DVC stage.",
+    )
+    split: Literal["test", "train"] = Field("test", description="Seed split to evaluate on.")
+    seeds_per_task: int | None = Field(
+        None, ge=1, description="Seeds per task (null: the whole split)."
+    )
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature (0: greedy).")
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> EvalSpec:
+        seen: set[str] = set()
+        for i, p in enumerate(self.policies):
+            if p.name in seen:
+                raise SpecFieldError(
+                    f"policies.{i}.name",
+                    f"policy name {p.name!r} is used twice; each policy becomes its own stage "
+                    "and table rows. Fix: give each policy a distinct name.",
+                )
+            seen.add(p.name)
+        return self

@@ -1,0 +1,58 @@
+"""Mine config: failure-mode mining of critical and fragile states (recipe part M)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .common import SpecFieldError, SpecModel
+
+FailureMode = Literal[
+    "wrong_element",
+    "wrong_type",
+    "wrong_argument",
+    "premature_answer",
+    "missed_answer",
+    "loop",
+    "parse_error",
+    "navigation_error",
+]
+
+
+class MineSpec(SpecModel):
+    mode: Literal["oracle", "reference", "judge", "none"] = Field(
+        "oracle",
+        description="Where acceptable actions come from: oracle (scripted expert labels), "
+        "reference (divergence from a successful trajectory), judge (LLM first-error label), "
+        "none (baseline: uniform states from the SFT data).",
+    )
+    samples_per_task: int = Field(
+        4, ge=1, description="SFT-policy rollouts per task and train seed."
+    )
+    seeds_per_task: int | None = Field(
+        None, ge=1, description="Train seeds rolled out per task (null: all of suite.train)."
+    )
+    temperature: float = Field(1.0, ge=0, le=2, description="Rollout sampling temperature.")
+    fragile_k: int = Field(
+        4, ge=0, description="Sampled actions per visited state to find fragile states (0: off)."
+    )
+    routine_fraction: float = Field(
+        0.3, ge=0, lt=1, description="Share of routine SFT states mixed into the mined set."
+    )
+    max_states: int = Field(5000, ge=1, description="Cap on written states (highest weight first).")
+    mode_weights: dict[FailureMode, float] = Field(
+        default_factory=dict,
+        description="Criticality weight per failure mode (missing modes weigh 1.0).",
+    )
+
+    @model_validator(mode="after")
+    def _weights(self) -> MineSpec:
+        for mode, w in self.mode_weights.items():
+            if w < 0:
+                raise SpecFieldError(
+                    f"mode_weights.{mode}",
+                    f"weight {w} is negative; weights scale how often a state is sampled. "
+                    "Fix: use a value >= 0.",
+                )
+        return self

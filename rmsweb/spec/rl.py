@@ -1,0 +1,120 @@
+"""RL config: grpo, dapo_ds and Salvage-DS (recipe part S) share one trainer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from .common import SpecFieldError, SpecModel, check_range
+
+
+class RewardSpec(SpecModel):
+    kind: Literal["polarized", "partial", "format_plus_match"] = Field(
+        "polarized",
+        description="polarized: +1 semantically correct, -1 otherwise (RMSWeb); partial: credit "
+        "per matching component; format_plus_match: format bonus + match.",
+    )
+    similarity_tau: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Text arguments match when normalized similarity >= tau (1.0: exact).",
+    )
+    format_bonus: float = Field(
+        0.1, ge=0, le=1, description="Bonus for a parseable action (format_plus_match only)."
+    )
+
+
+class _RLBase(SpecModel):
+    steps: int = Field(200, ge=1, description="Optimizer steps.")
+    group_size: int = Field(8, ge=2, description="Completions sampled per state (G).")
+    batch_size: int = Field(
+        64, ge=2, description="Completions per optimizer step; a multiple of group_size."
+    )
+    learning_rate: float = Field(1e-5, gt=0, lt=1, description="Learning rate.")
+    warmup_ratio: float = Field(0.0, ge=0, lt=1, description="Share of steps spent warming up.")
+    epsilon: float = Field(0.2, gt=0, lt=1, description="Lower PPO clip range.")
+    epsilon_high: float = Field(
+        0.28, gt=0, lt=1, description="Upper clip range (clip-higher); >= epsilon."
+    )
+    beta: float = Field(0.0, ge=0, description="KL coefficient (0: no reference model).")
+    temperature: float = Field(1.0, gt=0, le=2, description="Sampling temperature of the group.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    reward: RewardSpec = Field(default_factory=RewardSpec, description="Reward function.")
+    save_steps: int = Field(50, ge=1, description="Checkpoint every N steps (resume point).")
+
+    @model_validator(mode="after")
+    def _shapes(self) -> _RLBase:
+        if self.batch_size % self.group_size:
+            raise SpecFieldError(
+                "batch_size",
+                f"batch_size ({self.batch_size}) is not a multiple of group_size "
+                f"({self.group_size}); each state needs a whole group of completions. "
+                f"Fix: use batch_size {self.group_size * max(1, self.batch_size // self.group_size)}.",
+            )
+        check_range(
+            "epsilon",
+            self.epsilon,
+            "epsilon_high",
+            self.epsilon_high,
+            "the upper clip bound must not be tighter than the lower one.",
+        )
+        return self
+
+
+class _GateMixin(SpecModel):
+    min_std: float = Field(0.1, ge=0, description="Contrast: minimum reward std within a group.")
+    competence_min: float = Field(
+        0.125, ge=0, le=1, description="Competence: lowest accepted fraction of correct samples."
+    )
+    competence_max: float = Field(
+        0.875, ge=0, le=1, description="Competence: highest accepted fraction of correct samples."
+    )
+
+    def _check_gate(self) -> None:
+        check_range(
+            "competence_min",
+            self.competence_min,
+            "competence_max",
+            self.competence_max,
+            "no group could pass the competence gate.",
+        )
+
+
+class GRPO(_RLBase):
+    """Plain GRPO: every group is used, no gate, no anchor."""
+
+    kind: Literal["grpo"] = "grpo"
+
+
+class DAPODynamicSampling(_RLBase, _GateMixin):
+    """DAPO-style dynamic sampling: gated groups are dropped and replaced by resampling."""
+
+    kind: Literal["dapo_ds"] = "dapo_ds"
+    max_resample: int = Field(
+        3, ge=0, description="Resampling rounds to refill a batch with accepted groups."
+    )
+
+    @model_validator(mode="after")
+    def _gate(self) -> DAPODynamicSampling:
+        self._check_gate()
+        return self
+
+
+class SalvageDS(_RLBase, _GateMixin):
+    """Salvage-DS: gated groups feed the PG loss; rejected ones the action-only anchor."""
+
+    kind: Literal["salvage_ds"] = "salvage_ds"
+    gate: bool = Field(True, description="Apply the contrast-and-competence gate.")
+    anchor_weight: float = Field(
+        0.5, ge=0, description="Weight of the action-only NLL on rejected groups (0: off)."
+    )
+
+    @model_validator(mode="after")
+    def _gate(self) -> SalvageDS:
+        self._check_gate()
+        return self
+
+
+RLSpec = Annotated[GRPO | DAPODynamicSampling | SalvageDS, Field(discriminator="kind")]

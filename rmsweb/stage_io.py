@@ -1,0 +1,103 @@
+"""The I/O contract every pipeline stage command follows.
+
+`rmsweb <stage> --exp NAME [--policy P] --in ROLE=DIR ... --out DIR --metrics FILE`
+
+- the resolved config is read from params.yaml by experiment name (what
+  `dvc exp run -S` edits), never from experiments/*.yaml;
+- inputs are the upstream stages' output folders, by role (collect, model,
+  sft, mine, rl, policy, eval-<name>);
+- the stage writes only `out` (a folder) and `metrics` (a small JSON file),
+  plus the plot files next to `metrics` that dvc.yaml declares;
+- `out` is written under a temporary sibling and renamed at the end where the
+  stage cannot resume, so a crash never leaves a half-written output that DVC
+  would cache. Resumable stages (collect, sft, rl) keep their partial state in
+  `out` and skip finished work on rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmsweb.errors import UserError
+from rmsweb.spec import ExperimentSpec, load_from_params
+
+
+@dataclass
+class StageIO:
+    exp: str
+    spec: ExperimentSpec
+    inputs: dict[str, Path]
+    out: Path
+    metrics: Path
+    policy: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def input(self, role: str) -> Path:
+        if role not in self.inputs:
+            known = ", ".join(sorted(self.inputs)) or "none"
+            raise StageInputError(f"stage needs input {role!r} (--in {role}=DIR); given: {known}.")
+        path = self.inputs[role]
+        if not path.exists():
+            raise StageInputError(
+                f"input {role}={path} does not exist; run its stage first (`dvc repro` does)."
+            )
+        return path
+
+    def plot_path(self, suffix: str) -> Path:
+        """A plot file declared next to the metrics file: metrics/<kind>/<stem>.<suffix>."""
+        return self.metrics.with_name(self.metrics.stem + "." + suffix)
+
+    def write_metrics(self, values: dict[str, Any]) -> None:
+        write_json_atomic(self.metrics, values)
+
+
+class StageInputError(UserError):
+    """A stage was called with missing or unusable inputs (exit 2, no traceback)."""
+
+
+def _clean(value: Any) -> Any:
+    # JSON has no NaN/inf: DVC's metrics readers choke on them.
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_json_atomic(path: Path, values: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(_clean(values), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def parse_inputs(items: list[str]) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for item in items:
+        role, sep, path = item.partition("=")
+        if not sep or not role or not path:
+            raise StageInputError(f"--in {item!r}: expected ROLE=DIR, e.g. --in sft=runs/sft/x.")
+        out[role] = Path(path)
+    return out
+
+
+def make_stage_io(
+    exp: str,
+    params: Path,
+    inputs: list[str],
+    out: Path,
+    metrics: Path,
+    policy: str | None = None,
+) -> StageIO:
+    spec = load_from_params(params, exp)
+    if policy is not None and policy not in {p.name for p in spec.eval.policies}:
+        names = ", ".join(p.name for p in spec.eval.policies)
+        raise StageInputError(f"experiment {exp!r} has no eval policy {policy!r} (has: {names}).")
+    return StageIO(exp, spec, parse_inputs(inputs), out, metrics, policy)
