@@ -1,0 +1,161 @@
+"""Typed rows of the run tables (DESIGN.md §4); the same rows feed reports, mining and training.
+
+Plain dataclasses, no heavy imports: the episode runner, the stages and the
+store all speak these. `rmsweb.store.schemas` maps each to an Arrow schema.
+Additions to DESIGN §4 are marked "(added)".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(slots=True)
+class ActionRow:
+    """An action as stored (struct column): type plus whichever arguments it has."""
+
+    type: str  # click, fill, select, press, scroll, goto, go_back, answer, stop, click_xy
+    target: str | None = None  # element id as text (ids are strings in the observation)
+    text: str | None = None  # fill/select/press/scroll/goto/answer argument
+    x: float | None = None  # click_xy
+    y: float | None = None
+
+
+@dataclass(slots=True)
+class EpisodeRow:
+    episode_id: str
+    run: str  # e.g. "collect/miniwob-cpu"
+    stage: str  # collect, mine, eval, ...
+    suite: str
+    task_id: str
+    seed: int
+    split: str
+    policy: str
+    attempt: int = 0
+    success: bool = False
+    reward: float = 0.0
+    n_steps: int = 0
+    answer: str | None = None
+    error: str | None = None  # environment error text; None for a clean episode
+    started_at: float = 0.0  # unix seconds
+    wall_s: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    instruction: str = ""  # (added) the task utterance the policy saw
+    env_retries: int = 0  # (added) reruns after environment errors
+
+
+@dataclass(slots=True)
+class StepRow:
+    episode_id: str
+    step: int
+    url: str
+    obs_text: str
+    screenshot: str | None  # sha256 of the PNG in the screenshots table, or None
+    output_text: str  # the raw model/expert output ("Thought: ...\nAction: click(3)")
+    action: ActionRow | None  # None when the output did not parse
+    parse_ok: bool
+    env_error: str | None  # error of executing this action (shown in the next observation)
+    reward: float
+    done: bool
+    latency_s: float
+    parse_error: str | None = None  # (added) why the output did not parse
+
+
+@dataclass(slots=True)
+class ScreenshotRow:
+    sha256: str
+    png: bytes
+    width: int
+    height: int
+
+
+@dataclass(slots=True)
+class ReflectionRow:
+    episode_id: str  # the attempt that was reflected on
+    attempt: int
+    text: str
+    source: str  # "rule" or the LLM's model name
+    tokens_in: int = 0  # (added) cost of writing it
+    tokens_out: int = 0
+
+
+@dataclass(slots=True)
+class MinedStateRow:
+    state_id: str
+    episode_id: str
+    step: int
+    obs_text: str
+    screenshot: str | None
+    history: list[str]  # previous actions (and errors) as formatted lines
+    reference_actions: list[str]  # acceptable actions in the action syntax
+    policy_action: str | None
+    failure_mode: str | None  # None for routine states
+    weight: float
+    task_id: str = ""  # (added) for per-task analysis
+    instruction: str = ""  # (added) needed to rebuild the prompt
+
+
+@dataclass(slots=True)
+class RLGroupRow:
+    rl_step: int
+    state_id: str
+    rewards: list[float]
+    mean: float
+    std: float
+    accepted: bool
+    reason: str  # accepted, no_contrast, too_hard, too_easy, ...
+    pg_loss: float | None
+    anchor_loss: float | None
+
+
+@dataclass(slots=True)
+class EvalRow:
+    run: str
+    policy: str
+    suite: str
+    split: str
+    n: int
+    success_rate: float
+    ci_low: float
+    ci_high: float
+    mean_steps_solved: float | None
+    parse_error_rate: float
+    wall_s: float
+    task_id: str = "*"  # (added) "*" for the suite-level row, else one row per task
+
+
+@dataclass(slots=True)
+class EpisodeRecord:
+    """One finished episode as the runner hands it to a sink."""
+
+    episode: EpisodeRow
+    steps: list[StepRow]
+    screenshots: list[ScreenshotRow] = field(default_factory=list)
+
+
+def episode_key(task_id: str, seed: int, policy: str, attempt: int = 0) -> str:
+    """The id of an episode within a run; also the resume key of `completed_keys()`."""
+    return f"{task_id}/{seed}/{policy}/{attempt}"
+
+
+class EpisodeSink(Protocol):
+    """Where the runner puts finished episodes (the Parquet store, or memory in tests)."""
+
+    def write(self, record: EpisodeRecord) -> None: ...
+
+    def completed_keys(self) -> set[str]: ...
+
+
+class MemorySink:
+    """An in-memory sink for tests and small runs."""
+
+    def __init__(self) -> None:
+        self.records: list[EpisodeRecord] = []
+
+    def write(self, record: EpisodeRecord) -> None:
+        self.records.append(record)
+
+    def completed_keys(self) -> set[str]:
+        return {r.episode.episode_id for r in self.records}
