@@ -170,10 +170,17 @@ def _run_stage(
     metrics: Path,
     policy: str | None = None,
 ) -> None:
+    from rmsweb.compile.graph import DISTRIBUTED
     from rmsweb.stage_io import make_stage_io
 
     def go() -> None:
         io = make_stage_io(exp, params, ins or [], out, metrics, policy)
+        if kind in DISTRIBUTED:
+            from rmsweb.launch import relaunch_under_torchrun
+
+            code = relaunch_under_torchrun(sys.argv[1:])
+            if code is not None:  # ran under torchrun (SkyPilot multi-GPU)
+                raise typer.Exit(code)
         load_impl(STAGE_MODULES[kind])(io)
 
     run_guarded(go)

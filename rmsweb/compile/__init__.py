@@ -50,7 +50,8 @@ def load_specs(
         try:
             spec = load_experiment(f, overrides or [])
         except SpecErrors as exc:
-            errors += exc.errors
+            # An override error repeats for every file: report it once.
+            errors += [e for e in exc.errors if e not in errors]
             continue
         if spec.name in sources:
             errors.append(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from .common import SpecFieldError, SpecModel
+from .common import SpecFieldError, SpecModel, default_kind
 
 ErrorKind = Literal["distractor_click", "wrong_field", "wrong_option", "premature_stop"]
 DetourKind = Literal["irrelevant_click", "scroll", "back_and_forth"]
@@ -92,6 +92,11 @@ class CollectSpec(SpecModel):
     episodes_per_task: int | None = Field(
         None, ge=1, description="Train seeds used per task (null: all of suite.train)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_teacher(cls, data: Any) -> Any:
+        return default_kind(data, "teacher", "expert")
 
     @model_validator(mode="after")
     def _retries(self) -> CollectSpec:

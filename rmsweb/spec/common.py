@@ -7,7 +7,7 @@ frozen so a resolved config cannot drift while a stage runs.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +48,18 @@ class SeedRange(SpecModel):
 
     def overlaps(self, other: SeedRange) -> bool:
         return self.start < other.stop and other.start < self.stop
+
+
+def default_kind(data: Any, section: str, kind: str) -> Any:
+    """Give a discriminated section without `kind:` its default kind.
+
+    Used in `mode="before"` validators, so `rl: {steps: 5}` means the default RL
+    algorithm with 5 steps instead of an error about a missing tag.
+    """
+    section_data = data.get(section) if isinstance(data, dict) else None
+    if isinstance(section_data, dict) and "kind" not in section_data:
+        data = {**data, section: {"kind": kind, **section_data}}
+    return data
 
 
 def check_range(lo_name: str, lo: float, hi_name: str, hi: float, why: str) -> None:

@@ -53,7 +53,7 @@ class ComputeSpec(SpecModel):
             if any(s in key.upper() for s in ("TOKEN", "KEY", "SECRET", "PASSWORD")):
                 raise ValueError(
                     f"{key} looks like a secret; secrets must not be written into specs. "
-                    "Pass it at launch time (`sky launch --secret {key}`)."
+                    f"Pass it at launch time (`sky launch --secret {key}`)."
                 )
         return envs
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, model_validator
 
 from .collect import CollectSpec
-from .common import Name, SpecFieldError, SpecModel
+from .common import Name, SpecFieldError, SpecModel, default_kind
 from .compute import ComputeSpec
 from .eval import EvalSpec
 from .mine import MineSpec
@@ -31,6 +33,13 @@ class ExperimentSpec(SpecModel):
     eval: EvalSpec = Field(default_factory=EvalSpec, description="Held-out evaluation.")
     report: ReportSpec = Field(default_factory=ReportSpec, description="Report and viewer.")
     compute: ComputeSpec = Field(default_factory=ComputeSpec, description="SkyPilot resources.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_kinds(cls, data: Any) -> Any:
+        data = default_kind(data, "suite", "miniwob")
+        data = default_kind(data, "model", "tiny")
+        return default_kind(data, "rl", "salvage_ds")
 
     @model_validator(mode="after")
     def _suite_fits(self) -> ExperimentSpec:

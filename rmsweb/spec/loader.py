@@ -99,6 +99,9 @@ def parse_yaml_located(text: str, file: str) -> Located:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = " ".join(filter(None, [exc.context, exc.problem]))
+        ctx = exc.context_mark
+        if ctx is not None and mark is not None and ctx.line != mark.line:
+            problem += f" (the construct starts at line {ctx.line + 1})"
         raise SpecErrors(
             [SpecError(Pos(file, line, col), "", f"YAML syntax error: {problem}.")]
         ) from None
@@ -231,6 +234,12 @@ def load_located(path: Path, _chain: tuple[Path, ...] = ()) -> Located:
 # --------------------------------------------------------------------------- overrides
 
 
+NO_LIST_ITEM = (
+    "no such list item to override (only lists written in the spec can be indexed; "
+    "override the whole list instead, e.g. key=[...])."
+)
+
+
 def _parse_key(key: str) -> KeyPath:
     return tuple(int(p) if p.isdigit() else p for p in key.split("."))
 
@@ -271,12 +280,12 @@ def apply_overrides(located: Located, overrides: Sequence[str]) -> Located:
                     ok = False
                     break
             if not ok or not isinstance(target, (dict, list)):
-                errors.append(SpecError(Pos(where, 1, 1), key, "no such list item to override."))
+                errors.append(SpecError(Pos(where, 1, 1), key, NO_LIST_ITEM))
                 continue
             try:
                 target[path[-1]] = value
             except (IndexError, TypeError):
-                errors.append(SpecError(Pos(where, 1, 1), key, "no such list item to override."))
+                errors.append(SpecError(Pos(where, 1, 1), key, NO_LIST_ITEM))
                 continue
             located.positions[path] = Pos(where, 1, 1)
             continue
@@ -335,6 +344,22 @@ def _model_at(path: KeyPath, data: Any) -> type[BaseModel] | None:
     return model
 
 
+def _kinds_at(path: KeyPath, data: Any) -> list[str]:
+    """The `kind` values a discriminated section at `path` accepts."""
+    parent = _model_at(path[:-1], data) if path else None
+    key = path[-1] if path else None
+    if isinstance(key, int) and len(path) >= 2:  # an item of a list of unions
+        parent, key = _model_at(path[:-2], data), path[-2]
+    if parent is None or not isinstance(key, str) or key not in parent.model_fields:
+        return []
+    kinds = []
+    for cand in _unwrap(parent.model_fields[key].annotation):
+        kf = cand.model_fields.get("kind")
+        if kf is not None and isinstance(kf.default, str):
+            kinds.append(kf.default)
+    return kinds
+
+
 def _data_path(loc: Sequence[str | int], data: Any) -> KeyPath:
     """Map a pydantic error location onto the YAML data, dropping union-tag components."""
     out: list[str | int] = []
@@ -367,7 +392,7 @@ def _message(err: Mapping[str, Any], path: KeyPath, data: Any) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         model = _model_at(path[:-1], data)
-        allowed = list(model.model_fields) if model else []
+        allowed = sorted(model.model_fields) if model else []
         close = difflib.get_close_matches(str(path[-1]), allowed, n=1, cutoff=0.5)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         return f"unknown key.{hint} Allowed here: {', '.join(allowed)}."
@@ -376,8 +401,10 @@ def _message(err: Mapping[str, Any], path: KeyPath, data: Any) -> str:
     msg = str(err["msg"])
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    if kind == "union_tag_not_found":
-        msg = "missing `kind:`; " + msg
+    if kind in ("union_tag_not_found", "union_tag_invalid"):
+        kinds = _kinds_at(path[:-1], data)
+        got = "missing `kind:`" if kind == "union_tag_not_found" else "unknown kind"
+        msg = f"{got}; choose one of: {', '.join(kinds)}."
     return msg
 
 

@@ -1,0 +1,160 @@
+"""Loading: extends, overrides, positions, params.yaml round trips."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmsweb.spec import ExperimentSpec, SpecErrors, load_experiment, load_from_params
+from rmsweb.spec.loader import apply_overrides, load_located
+
+
+def write(tmp: Path, name: str, text: str) -> Path:
+    path = tmp / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_every_shipped_experiment_validates(repo_root: Path) -> None:
+    files = sorted((repo_root / "experiments").rglob("*.yaml"))
+    assert files
+    for f in files:
+        spec = load_experiment(f)
+        assert spec.name == f.stem, "experiment files are named after their experiment"
+
+
+def test_experiment_files_start_with_schema_and_run_command(repo_root: Path) -> None:
+    for f in sorted((repo_root / "experiments").rglob("*.yaml")):
+        first, second = f.read_text().splitlines()[:2]
+        assert first == "# yaml-language-server: $schema=../schemas/experiment.schema.json", f
+        assert second.startswith("# Run: "), f
+
+
+def test_extends_deep_merges_and_lists_replace(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "base.yaml",
+        """
+        name: base
+        suite: {kind: miniwob, tasks: [click-button, enter-text], max_steps: 7}
+        sft: {max_steps: 100, batch_size: 8}
+        """,
+    )
+    child = write(
+        tmp_path,
+        "sub/child.yaml",
+        """
+        extends: ../base.yaml
+        name: child
+        suite: {tasks: [click-link]}
+        sft: {batch_size: 16}
+        """,
+    )
+    spec = load_experiment(child)
+    assert spec.suite.tasks == ["click-link"]  # lists replace
+    assert spec.suite.max_steps == 7  # inherited
+    assert (spec.sft.max_steps, spec.sft.batch_size) == (100, 16)  # deep merge
+
+
+def test_changing_kind_replaces_the_section(tmp_path: Path) -> None:
+    write(tmp_path, "base.yaml", "name: base\nrl: {kind: salvage_ds, anchor_weight: 0.3}\n")
+    child = write(tmp_path, "child.yaml", "extends: base.yaml\nname: child\nrl: {kind: grpo}\n")
+    spec = load_experiment(child)
+    assert spec.rl.kind == "grpo"
+    same_kind = write(tmp_path, "c2.yaml", "extends: base.yaml\nname: c2\nrl: {kind: salvage_ds}\n")
+    assert load_experiment(same_kind).rl.anchor_weight == 0.3
+
+
+def test_positions_of_inherited_keys_point_at_the_parent(tmp_path: Path) -> None:
+    write(tmp_path, "base.yaml", "name: base\nsft:\n  max_steps: 100\n  batch_size: 8\n")
+    child = write(tmp_path, "child.yaml", "extends: base.yaml\nname: child\nsft: {batch_size: 4}\n")
+    located = load_located(child)
+    assert located.positions[("sft", "max_steps")].file.endswith("base.yaml")
+    assert located.positions[("sft", "max_steps")].line == 3
+    assert located.positions[("sft", "batch_size")].file.endswith("child.yaml")
+
+
+def test_overrides_layer_last(tmp_path: Path) -> None:
+    spec_file = write(
+        tmp_path, "x.yaml", "name: x\nrl: {kind: salvage_ds}\neval: {policies: [{kind: expert}]}\n"
+    )
+    spec = load_experiment(
+        spec_file,
+        ["rl.anchor_weight=0.75", "suite.tasks=[click-tab]", "eval.policies.0.name=gold"],
+    )
+    assert spec.rl.anchor_weight == 0.75
+    assert spec.suite.tasks == ["click-tab"]
+    assert spec.eval.policies[0].name == "gold"
+
+
+def test_override_of_a_missing_list_item_is_an_error(tmp_path: Path) -> None:
+    spec_file = write(tmp_path, "x.yaml", "name: x\neval: {policies: [{kind: random}]}\n")
+    with pytest.raises(SpecErrors, match="no such list item"):
+        apply_overrides(load_located(spec_file), ["eval.policies.5.name=a"])
+
+
+def test_all_errors_reported_together(tmp_path: Path) -> None:
+    spec_file = write(
+        tmp_path, "x.yaml", "name: x\nseed: -1\nsft: {max_steps: 0}\nrl: {kind: grpo, epsilon: 2}\n"
+    )
+    with pytest.raises(SpecErrors) as exc:
+        load_experiment(spec_file)
+    keys = {e.key for e in exc.value.errors}
+    assert {"seed", "sft.max_steps", "rl.epsilon"} <= keys
+
+
+def test_params_yaml_round_trip_with_dvc_style_floats(tmp_path: Path) -> None:
+    spec = ExperimentSpec(name="e1")
+    data = {"e1": spec.model_dump(mode="json")}
+    # `dvc exp run -S` writes floats like 3e-06, which PyYAML 1.1 reads back as strings.
+    data["e1"]["sft"]["learning_rate"] = "3e-06"
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(data))
+    loaded = load_from_params(params, "e1")
+    assert loaded.sft.learning_rate == pytest.approx(3e-6)
+    with pytest.raises(SpecErrors, match="no experiment 'nope'"):
+        load_from_params(params, "nope")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    group=st.sampled_from([2, 4, 8]),
+    states=st.integers(1, 16),
+    anchor=st.floats(0, 5, allow_nan=False),
+    lo=st.floats(0, 1, allow_nan=False),
+    hi=st.floats(0, 1, allow_nan=False),
+)
+def test_dump_validate_round_trip(
+    seed: int, group: int, states: int, anchor: float, lo: float, hi: float
+) -> None:
+    lo, hi = min(lo, hi), max(lo, hi)
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "prop",
+            "seed": seed,
+            "rl": {
+                "kind": "salvage_ds",
+                "group_size": group,
+                "batch_size": group * states,
+                "anchor_weight": anchor,
+                "competence_min": lo,
+                "competence_max": hi,
+            },
+        }
+    )
+    dumped = yaml.safe_dump(spec.model_dump(mode="json"))
+    assert ExperimentSpec.model_validate(yaml.safe_load(dumped)) == spec
+
+
+def test_committed_schema_is_current(repo_root: Path) -> None:
+    from rmsweb.spec.schema import render_schema
+
+    committed = (repo_root / "schemas" / "experiment.schema.json").read_text()
+    assert committed == render_schema(), "run `rmsweb schema` and commit"
