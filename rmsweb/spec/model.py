@@ -26,6 +26,11 @@ class LoraSpec(SpecModel):
 class PromptSpec(SpecModel):
     """How observations become prompts (shared by teachers, SFT, mining, RL and eval)."""
 
+    system: Literal["full", "compact", "none"] = Field(
+        "full",
+        description="System text: full action syntax, a one-line compact form (cheaper for tiny "
+        "models), or none.",
+    )
     history_steps: int = Field(
         3, ge=0, le=50, description="Previous steps (action and error) shown in the prompt."
     )
