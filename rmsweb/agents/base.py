@@ -40,6 +40,7 @@ class ActResult:
     tokens_in: int = 0
     tokens_out: int = 0
     latency_s: float = 0.0
+    token_logprobs: list[float] | None = None  # per generated token, where the backend has them
 
 
 class Policy(Protocol):
