@@ -9,6 +9,7 @@ in a worker thread so the browser event loop keeps going meanwhile.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import time
 from dataclasses import dataclass
@@ -172,8 +173,6 @@ class HFPolicy:
     async def close(self) -> None:
         if self._worker is not None:
             self._worker.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
-            except asyncio.CancelledError:
-                pass
             self._worker = None

@@ -54,8 +54,40 @@ INTERACTIVE_ROLES = frozenset(
     }
 )
 _STOPWORDS = frozenset(
-    "the a an and or of to in on for into from with by is are be then click select enter "
-    "type press submit your you it this that field box button".split()
+    [
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "into",
+        "from",
+        "with",
+        "by",
+        "is",
+        "are",
+        "be",
+        "then",
+        "click",
+        "select",
+        "enter",
+        "type",
+        "press",
+        "submit",
+        "your",
+        "you",
+        "it",
+        "this",
+        "that",
+        "field",
+        "box",
+        "button",
+    ]
 )
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")
 _ROLE = re.compile(r"^\s*\[[^\]]+\]\s+(\w+)")
@@ -89,9 +121,7 @@ def target_words(instruction: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(instruction) if w.lower() not in _STOPWORDS}
 
 
-def truncate_observation(
-    obs_text: str, instruction: str, budget: int, count: TokenCounter
-) -> str:
+def truncate_observation(obs_text: str, instruction: str, budget: int, count: TokenCounter) -> str:
     """Keep the observation within `budget` tokens (rule 2 of the module docstring)."""
     if count(obs_text) <= budget:
         return obs_text
@@ -148,9 +178,10 @@ def build_messages(
     history_lines = format_history(history[-cfg.history_steps :] if cfg.history_steps else [])
     # Fixed cost: system text, chat markup (~6 tokens a message), instruction, reflections.
     overhead = count(system) + 12 + count(user_text(instruction, "", [], reflections))
-    while len(history_lines) > 1 and overhead + count("\n".join(history_lines)) + count(
-        obs_text
-    ) > cfg.max_prompt_tokens:
+    while (
+        len(history_lines) > 1
+        and overhead + count("\n".join(history_lines)) + count(obs_text) > cfg.max_prompt_tokens
+    ):
         history_lines = history_lines[1:]
     budget = cfg.max_prompt_tokens - overhead - count("\n".join(history_lines)) - 4
     obs = truncate_observation(obs_text, instruction, max(budget, 16), count)
