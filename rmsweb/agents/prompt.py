@@ -117,8 +117,14 @@ def format_history(history: Sequence[HistoryItem]) -> list[str]:
     return lines
 
 
+_QUOTED = re.compile(r"[\"“']([^\"”']{1,80})[\"”']")
+
+
 def target_words(instruction: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(instruction) if w.lower() not in _STOPWORDS}
+    """Words that likely name the target: quoted ones always, others minus stopwords."""
+    quoted = {w.lower() for q in _QUOTED.findall(instruction) for w in _WORD.findall(q)}
+    plain = {w.lower() for w in _WORD.findall(instruction) if w.lower() not in _STOPWORDS}
+    return quoted | plain
 
 
 def truncate_observation(obs_text: str, instruction: str, budget: int, count: TokenCounter) -> str:
@@ -127,13 +133,16 @@ def truncate_observation(obs_text: str, instruction: str, budget: int, count: To
         return obs_text
     lines = obs_text.splitlines()
     words = target_words(instruction)
+    phrases = [q.lower() for q in _QUOTED.findall(instruction)]
 
     def priority(line: str) -> int:
-        line_words = {w.lower() for w in _WORD.findall(line)}
+        lowered = line.lower()
+        line_words = set(_WORD.findall(lowered))
         role = _ROLE.match(line)
+        exact = any(p in lowered for p in phrases)
         mentions = bool(words & line_words)
         interactive = bool(role and role.group(1) in INTERACTIVE_ROLES)
-        return 2 * mentions + interactive
+        return 4 * exact + 2 * mentions + interactive
 
     order = sorted(range(len(lines)), key=lambda i: (-priority(lines[i]), i))
     kept: set[int] = set()

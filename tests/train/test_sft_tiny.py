@@ -1,0 +1,91 @@
+"""SFT on a tiny random model changes its parameters and lowers the loss."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import torch
+
+from rmsweb.agents.prompt import PromptConfig, build_messages
+from rmsweb.models.tiny import TinySize, build_text_model
+from rmsweb.models.tokenizer import train_tokenizer
+from rmsweb.train.sft import Sample, SFTHyper, kept_episodes, train_sft
+
+WORDS = ["alpha", "beta", "gamma", "delta", "submit", "cancel", "ok", "next", "prev", "yes"]
+
+
+def synthetic(n: int, seed: int) -> list[tuple[str, str, str]]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        labels = rng.sample(WORDS, 4)
+        t = rng.randrange(4)
+        obs = "\n".join(f'[{i + 2}] button "{label}"' for i, label in enumerate(labels))
+        out.append((f'Click on the "{labels[t]}" button.', obs, f"click({t + 2})"))
+    return out
+
+
+def test_sft_changes_parameters_and_lowers_loss(tmp_path: Path) -> None:
+    torch.set_num_threads(2)
+    data = synthetic(256, 0)
+    tok = train_tokenizer([i + "\n" + o for i, o, _ in data], 400)
+    cfg = PromptConfig(system="none")
+    samples = [
+        Sample("t", k, 0, build_messages(i, o, [], cfg), f"Action: {a}")
+        for k, (i, o, a) in enumerate(data)
+    ]
+    model = build_text_model(tok, TinySize(hidden_size=32, intermediate_size=64), seed=0)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    hyper = SFTHyper(
+        max_steps=40,  # shrunk: enough for the loss to fall, not to learn the task
+        batch_size=16,
+        grad_accum=1,
+        learning_rate=3e-3,
+        lr_scheduler="constant",
+        warmup_ratio=0.0,
+        min_lr_ratio=0.1,
+        weight_decay=0.0,
+        adam_beta1=0.9,
+        adam_beta2=0.95,
+        max_grad_norm=1.0,
+        max_seq_len=256,
+        save_steps=20,
+        logging_steps=10,
+        val_fraction=0.0,
+        precision="fp32",
+        gradient_checkpointing=False,
+        seed=0,
+    )
+    trained, history = train_sft(model, tok, samples, hyper, tmp_path / "work")
+    losses = [h["loss"] for h in history if "loss" in h]
+    assert len(losses) == 4
+    assert losses[-1] < losses[0] * 0.7
+    changed = sum(not torch.equal(before[n], p.detach()) for n, p in trained.named_parameters())
+    assert changed == len(before)
+    assert (tmp_path / "work" / "checkpoint-40").is_dir()  # resume point written
+
+
+def test_kept_episode_is_the_shortest_success() -> None:
+    eps = [
+        {
+            "episode_id": "a",
+            "task_id": "t",
+            "seed": 1,
+            "attempt": 0,
+            "success": False,
+            "n_steps": 2,
+        },
+        {"episode_id": "b", "task_id": "t", "seed": 1, "attempt": 1, "success": True, "n_steps": 5},
+        {"episode_id": "c", "task_id": "t", "seed": 1, "attempt": 2, "success": True, "n_steps": 3},
+        {
+            "episode_id": "d",
+            "task_id": "t",
+            "seed": 2,
+            "attempt": 0,
+            "success": True,
+            "n_steps": 3,
+            "error": "browser crashed",
+        },
+    ]
+    assert [e["episode_id"] for e in kept_episodes(eps)] == ["c"]
