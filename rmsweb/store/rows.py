@@ -133,6 +133,9 @@ class EpisodeRecord:
     episode: EpisodeRow
     steps: list[StepRow]
     screenshots: list[ScreenshotRow] = field(default_factory=list)
+    # (added) reflections written about this attempt; stored in the same shard as
+    # the episode, so a resumed collection never finds an attempt without them.
+    reflections: list[ReflectionRow] = field(default_factory=list)
 
 
 def episode_key(task_id: str, seed: int, policy: str, attempt: int = 0) -> str:

@@ -1,0 +1,169 @@
+"""`rmsweb query`: read-only DuckDB SQL over the tables of every run below a runs root.
+
+    rmsweb query "select policy, avg(success::int) from episodes group by 1"
+    rmsweb query --print-views > views.sql && duckdb -init views.sql
+
+Read-only by construction: the database is in memory, and only SELECT-like
+statements (SELECT, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN) are accepted, so a
+query cannot COPY, ATTACH or write into a run folder.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rmsweb.errors import UserError
+
+FORMATS = ("table", "md", "csv", "json")
+CELL_WIDTH = 60  # table format only: long observation texts would wrap every row
+
+
+def _cell_text(value: Any, limit: int | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes | bytearray):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, float):
+        text = f"{value:.6g}"
+    else:
+        text = str(value)
+    text = text.replace("\r", " ").replace("\n", " ")
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def format_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+    cells = [[_cell_text(v, CELL_WIDTH) for v in row] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()
+    rule = "  ".join("-" * w for w in widths)
+    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join([line, rule, *body, f"({len(rows)} row{'s' if len(rows) != 1 else ''})"])
+
+
+def format_markdown(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+    def esc(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(esc(c) for c in columns) + " |"]
+    lines.append("|" + "|".join("---" for _ in columns) + "|")
+    for row in rows:
+        lines.append("| " + " | ".join(esc(_cell_text(v, None)) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def format_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(
+            ["" if v is None else f"<{len(v)} bytes>" if isinstance(v, bytes) else v for v in row]
+        )
+    return buf.getvalue().rstrip("\n")
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)  # dates, decimals, UUIDs
+
+
+def format_json(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+    records = [{c: _json_value(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+    return json.dumps(records, indent=1, ensure_ascii=False)
+
+
+FORMATTERS = {
+    "table": format_table,
+    "md": format_markdown,
+    "csv": format_csv,
+    "json": format_json,
+}
+
+
+def check_read_only(sql: str) -> list[str]:
+    """Split SQL into statements and refuse anything but SELECT-like ones."""
+    import duckdb
+
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise UserError(f"SQL does not parse: {exc}") from None
+    allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+    for st in statements:
+        if st.type not in allowed:
+            raise UserError(
+                f"only SELECT queries are allowed (read-only), got {st.type.name}: "
+                f"{st.query.strip()[:80]}"
+            )
+    if not statements:
+        raise UserError("empty SQL.")
+    return [st.query for st in statements]
+
+
+def run_query(sql: str, runs: Path, *, skip_corrupt: bool = False) -> list[tuple[list[str], list]]:
+    """(columns, rows) of each statement of a read-only query over the runs below `runs`."""
+    import duckdb
+
+    from rmsweb.store.views import connect_root
+
+    statements = check_read_only(sql)
+    con = connect_root(runs, skip_corrupt=skip_corrupt)
+    results = []
+    try:
+        for statement in statements:
+            cur = con.execute(statement)
+            columns = [d[0] for d in cur.description or []]
+            results.append((columns, cur.fetchall()))
+    except duckdb.Error as exc:
+        hint = "" if skip_corrupt else " (a damaged shard? --skip-corrupt skips it)"
+        if isinstance(exc, duckdb.IOException | duckdb.InvalidInputException) and hint:
+            raise UserError(f"query failed: {exc}{hint}") from None
+        raise UserError(f"query failed: {exc}") from None
+    finally:
+        con.close()
+    return results
+
+
+def main(
+    sql: str | None,
+    *,
+    fmt: str = "table",
+    runs: Path = Path("runs"),
+    print_views: bool = False,
+    skip_corrupt: bool = False,
+) -> None:
+    """The `rmsweb query` command."""
+    if fmt not in FORMATTERS:
+        raise UserError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}.")
+    runs = Path(runs)
+    if not runs.is_dir():
+        raise UserError(f"runs folder {runs} does not exist (--runs DIR).")
+    if print_views:
+        from rmsweb.store.layout import find_runs
+        from rmsweb.store.views import view_sql
+
+        sys.stdout.write(view_sql(find_runs(runs), skip_corrupt=skip_corrupt))
+        if not sql:
+            return
+    if not sql:
+        raise UserError('give a query, e.g. rmsweb query "select count(*) from episodes".')
+    results = run_query(sql, runs, skip_corrupt=skip_corrupt)
+    out = [FORMATTERS[fmt](columns, rows) for columns, rows in results]
+    sys.stdout.write("\n\n".join(out) + "\n")
