@@ -185,7 +185,8 @@ def train_sft(
         eval_steps=max(h.logging_steps, h.max_steps // 10) if eval_ds is not None else None,
         bf16=h.precision == "bf16",
         fp16=h.precision == "fp16",
-        gradient_checkpointing=h.gradient_checkpointing,
+        activation_checkpointing=h.gradient_checkpointing,
+        dataloader_pin_memory=False,  # no accelerator on CPU runs; pinning only warns
         report_to=[],
         seed=h.seed,
         data_seed=h.seed,
