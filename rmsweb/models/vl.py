@@ -28,6 +28,11 @@ def build_vl_model(tokenizer: Any, size: TinySize, seed: int) -> Any:
         "mrope_interleaved": True,
     }
     vision_heads = max(1, size.vision_hidden_size // 16)
+    # DeepStack adds features of intermediate vision layers to the hidden states of the
+    # first text layers, at image positions only. Injected after the last text layer they
+    # reach only the logits of image tokens, which carry no loss: dead weights. So at most
+    # num_layers - 1 of them, from vision layers before the last (as the real models do).
+    n_deepstack = max(0, min(size.vision_depth - 1, size.num_layers - 1, 3))
     config = Qwen3VLConfig(
         text_config=text,
         vision_config={
@@ -40,7 +45,7 @@ def build_vl_model(tokenizer: Any, size: TinySize, seed: int) -> Any:
             "temporal_patch_size": 2,
             "out_hidden_size": size.hidden_size,
             "num_position_embeddings": 256,
-            "deepstack_visual_indexes": list(range(min(size.vision_depth, 2))),
+            "deepstack_visual_indexes": list(range(n_deepstack)),
         },
         image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
         video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
