@@ -117,24 +117,38 @@ def check_read_only(sql: str) -> list[str]:
     return [st.query for st in statements]
 
 
+def find_corrupt_shard(runs: dict[str, Path]) -> None:
+    """Decode every shard of the runs; raise CorruptShardError naming the first bad one."""
+    from rmsweb.store.reader import shards
+    from rmsweb.store.schemas import TABLES
+
+    for folder in runs.values():
+        for table in TABLES:
+            shards(folder, table, verify_data=True)
+
+
 def run_query(sql: str, runs: Path, *, skip_corrupt: bool = False) -> list[tuple[list[str], list]]:
     """(columns, rows) of each statement of a read-only query over the runs below `runs`."""
     import duckdb
 
-    from rmsweb.store.views import connect_root
+    from rmsweb.store.layout import find_runs
+    from rmsweb.store.views import connect
 
     statements = check_read_only(sql)
-    con = connect_root(runs, skip_corrupt=skip_corrupt)
+    found = find_runs(runs)
+    con = connect(found, skip_corrupt=skip_corrupt)
     results = []
     try:
         for statement in statements:
             cur = con.execute(statement)
             columns = [d[0] for d in cur.description or []]
             results.append((columns, cur.fetchall()))
+    except (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException) as exc:
+        raise UserError(f"query failed: {exc}") from None
     except duckdb.Error as exc:
-        hint = "" if skip_corrupt else " (a damaged shard? --skip-corrupt skips it)"
-        if isinstance(exc, duckdb.IOException | duckdb.InvalidInputException) and hint:
-            raise UserError(f"query failed: {exc}{hint}") from None
+        # Footers were checked, so this may be a damaged data page; DuckDB's message
+        # does not always say which file, so find it (slow, but only on failure).
+        find_corrupt_shard(found)
         raise UserError(f"query failed: {exc}") from None
     finally:
         con.close()

@@ -9,7 +9,7 @@ Shards from an older schema read with the missing columns as nulls.
 
 from __future__ import annotations
 
-import logging
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +23,17 @@ from rmsweb.store.schemas import META_TABLE, META_VERSION, SCHEMA_VERSION, arrow
 if TYPE_CHECKING:
     import pyarrow as pa
 
-log = logging.getLogger("rmsweb.store")
-
 
 class CorruptShardError(UserError):
     """A shard file that cannot be read (truncated, corrupt, or not an rmsweb shard)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"{path}: {reason}. Delete the file (a rerun of its stage redoes its rows) "
+            "or pass --skip-corrupt to read without it."
+        )
 
 
 class SchemaVersionError(UserError):
@@ -51,20 +57,15 @@ def inspect_shard(path: Path, table: str) -> ShardInfo:
         meta = pq.read_metadata(path)
         file_schema = meta.schema.to_arrow_schema()
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for bad footers
-        raise CorruptShardError(
-            f"{path}: corrupt or truncated Parquet shard ({exc}). "
-            "Delete it (its episodes are redone by a rerun) or pass --skip-corrupt."
-        ) from None
+        raise CorruptShardError(path, f"corrupt or truncated Parquet shard ({exc})") from None
     kv = meta.metadata or {}
     if kv.get(META_TABLE) != table.encode() or META_VERSION not in kv:
         found = kv.get(META_TABLE, b"no rmsweb metadata").decode(errors="replace")
-        raise CorruptShardError(f"{path}: not an rmsweb {table} shard ({found}).")
+        raise CorruptShardError(path, f"not an rmsweb {table} shard ({found})")
     try:
         version = int(kv[META_VERSION])
     except ValueError:
-        raise CorruptShardError(
-            f"{path}: unreadable schema version {kv[META_VERSION]!r}."
-        ) from None
+        raise CorruptShardError(path, f"unreadable schema version {kv[META_VERSION]!r}") from None
     if version > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"{path}: written with table schema version {version}, newer than this rmsweb's "
@@ -79,14 +80,15 @@ def inspect_shard(path: Path, table: str) -> ShardInfo:
         got = file_schema.field(i).type
         if not got.equals(field.type):
             raise CorruptShardError(
-                f"{path}: column {field.name} is {got}, expected {field.type} for {table}."
+                path, f"column {field.name} is {got}, expected {field.type} for {table}"
             )
         present.append(field.name)
     return ShardInfo(path, table, version, tuple(present), meta.num_rows)
 
 
-def _skip(exc: UserError) -> None:
-    log.warning("warning: skipping %s", exc)
+def _skip(exc: CorruptShardError) -> None:
+    # Printed, not logged: `rmsweb query --skip-corrupt` must show it whatever the logging setup.
+    print(f"warning: skipping {exc.path}: {exc.reason}", file=sys.stderr)
 
 
 def _verify_data(info: ShardInfo) -> None:
@@ -95,7 +97,7 @@ def _verify_data(info: ShardInfo) -> None:
     try:
         pq.read_table(info.path)
     except Exception as exc:
-        raise CorruptShardError(f"{info.path}: corrupt Parquet data ({exc}).") from None
+        raise CorruptShardError(info.path, f"corrupt Parquet data ({exc})") from None
 
 
 def shards(
@@ -149,7 +151,7 @@ def read_table(
         try:
             data = pq.read_table(info.path, columns=wanted)
         except Exception as exc:  # a footer can be fine while a data page is not
-            err = CorruptShardError(f"{info.path}: corrupt Parquet data ({exc}).")
+            err = CorruptShardError(info.path, f"corrupt Parquet data ({exc})")
             if not skip_corrupt:
                 raise err from None
             _skip(err)

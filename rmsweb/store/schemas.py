@@ -174,7 +174,9 @@ def _from_dict(row_type: type, data: dict[str, Any]) -> Any:
         if f.name not in data:
             continue  # a column an older shard lacks: the row default applies
         value = data[f.name]
-        inner, _ = _strip_optional(hints[f.name])
+        inner, nullable = _strip_optional(hints[f.name])
+        if value is None and not nullable:
+            continue  # null only because an older shard lacks the column: the default applies
         if value is not None and dataclasses.is_dataclass(inner):
             value = _from_dict(inner, value)
         kwargs[f.name] = value

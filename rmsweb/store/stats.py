@@ -20,5 +20,7 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     z2 = z * z
     center = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    # Clamp float noise: at p = 0 or 1 the bound is exactly 0 or 1.
-    return (max(0.0, center - half), min(1.0, center + half))
+    # At p = 0 or 1 the bound is exactly 0 or 1; float rounding would give 0.9999999999999999.
+    low = 0.0 if successes == 0 else max(0.0, center - half)
+    high = 1.0 if successes == n else min(1.0, center + half)
+    return (low, high)

@@ -57,8 +57,9 @@ def tiny_png(width: int, height: int, boxes: list[tuple[int, int, int, int, tupl
 def _screenshot(task: str, step: int) -> ScreenshotRow:
     # A few distinct images per task, so runs exercise deduplication by sha256.
     shade = (step % 3) * 60
+    tint = TASKS.index(task) * 40 if task in TASKS else sum(map(ord, task)) % 200
     boxes = [
-        (0, 0, 160, 50, (250, 230, 150)),  # the utterance band MiniWoB draws on top
+        (0, 0, 160, 50, (250 - tint, 230, 150)),  # the utterance band MiniWoB draws
         (20, 80 + (step % 3) * 30, 80, 22, (70, 110, 200 - shade)),
         (20, 150, 120, 18, (200, 200, 200)),
     ]
