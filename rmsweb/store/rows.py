@@ -124,6 +124,7 @@ class EvalRow:
     parse_error_rate: float
     wall_s: float
     task_id: str = "*"  # (added) "*" for the suite-level row, else one row per task
+    env_errors: int = 0  # (added) episodes lost to environment errors after retries (not in n)
 
 
 @dataclass(slots=True)

@@ -1,0 +1,411 @@
+"""Build the experiment report from its upstream runs: document, metrics and plot data.
+
+Pure core: runs in, a Report out (`build_report`); `write_report` puts it on
+disk (report.md, report.html, plots/*.png, viewer/*.html). Every section is
+built from the views; a section whose table no input has says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmsweb.report import plots, queries
+from rmsweb.report.document import (
+    Document,
+    Figure,
+    Links,
+    Para,
+    Section,
+    Table,
+    to_html,
+    to_markdown,
+)
+from rmsweb.report.tables import eval_metrics, eval_rows, eval_table, num, pct, per_task_table
+from rmsweb.store.layout import run_name
+from rmsweb.store.rows import EvalRow
+
+# Plot data files written next to the metrics (DVC `plots:`), with fixed headers so
+# an empty section still leaves a valid file.
+PLOT_FILES: dict[str, list[str]] = {
+    "success.csv": ["policy", "suite", "n", "success", "ci_low", "ci_high"],
+    "yield.csv": ["run", "attempt", "attempts", "successes", "yield", "solved"],
+    "failure_modes.csv": ["run", "failure_mode", "states", "weight"],
+    "rl.csv": [
+        "run",
+        "step",
+        "groups",
+        "reward_mean",
+        "reward_std",
+        "accept_rate",
+        "pg_loss",
+        "anchor_loss",
+    ],
+}
+
+
+@dataclass
+class Report:
+    document: Document
+    metrics: dict[str, Any] = field(default_factory=dict)
+    plot_data: dict[str, list[list[Any]]] = field(default_factory=dict)  # file -> rows
+    eval_rows: list[EvalRow] = field(default_factory=list)
+
+
+def _absent(what: str, table: str, stage: str) -> Para:
+    return Para(
+        f"No {table} rows in this report's inputs, so no {what}: the experiment has no "
+        f"{stage} run upstream of its evaluated policies, or it wrote nothing.",
+        note=True,
+    )
+
+
+def _key(kind: str, run: str, several: bool, name: str) -> str:
+    return f"{kind}/{run}/{name}" if several else f"{kind}/{name}"
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def results_section(rep: Report, rows: list[EvalRow]) -> list[Section]:
+    top = [r for r in rows if r.task_id == "*"]
+    results = Section("Results")
+    per_task = Section("Per-task success")
+    if not top:
+        results.blocks.append(_absent("evaluation results", "episodes (eval)", "eval"))
+        per_task.blocks.append(_absent("per-task results", "episodes (eval)", "eval"))
+        return [results, per_task]
+    results.blocks += [
+        eval_table(rows),
+        Para(
+            "Success is over episodes without environment errors (those are counted apart "
+            "and not failures); 95% CI: Wilson score interval. Steps (solved): mean steps "
+            "of successful episodes. Parse errors: share of steps whose output did not parse."
+        ),
+        Figure("success", plots.success_plot(top), "Success rate per policy (95% Wilson CI)"),
+    ]
+    per_task.blocks.append(per_task_table(rows))
+    rep.metrics.update(eval_metrics(rows))
+    rep.plot_data["success.csv"] = [
+        [r.policy, r.suite, r.n, r.success_rate, r.ci_low, r.ci_high] for r in top
+    ]
+    return [results, per_task]
+
+
+def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
+    sec = Section("Collection: reflection retries")
+    attempts, first, kept = (
+        data["collect_attempts"],
+        data["collect_first_success"],
+        data["collect_kept"],
+    )
+    if not attempts:
+        sec.blocks.append(_absent("collection yield", "episodes (collect)", "collect"))
+        return sec
+    several = len(kept) > 1
+    rows_out = []
+    for k in kept:
+        run = k["run"]
+        units = [u for u in first if u["run"] == run]
+        total = sum(u["units"] for u in units)
+        solved = 0
+        for a in (a for a in attempts if a["run"] == run):
+            solved += sum(u["units"] for u in units if u["first_ok"] == a["attempt"])
+            share = solved / total if total else 0.0
+            y = a["successes"] / a["attempts"]
+            rows_out.append([run, a["attempt"], a["attempts"], a["successes"], y, share])
+            if a["attempt"] == 0:
+                rep.metrics[_key("collect", run, several, "first_try_yield")] = y
+        rep.metrics[_key("collect", run, several, "solved")] = solved / total if total else None
+        rep.metrics[_key("collect", run, several, "kept")] = k["kept"]
+        rep.metrics[_key("collect", run, several, "kept_steps_mean")] = k["kept_steps_mean"]
+        tokens = (k["tokens_in"] or 0) + (k["tokens_out"] or 0)
+        rep.metrics[_key("collect", run, several, "tokens_per_kept")] = (
+            tokens / k["kept"] if k["kept"] else None
+        )
+    rep.plot_data["yield.csv"] = rows_out
+    sec.blocks.append(
+        Table(
+            ["Run", "Attempt", "Attempts", "Successes", "Yield", "Solved so far"],
+            [[r[0], str(r[1]), str(r[2]), str(r[3]), pct(r[4]), pct(r[5])] for r in rows_out],
+            ["left", "right", "right", "right", "right", "right"],
+        )
+    )
+    sec.blocks.append(
+        Para(
+            "Yield: share of that attempt's episodes that succeeded. Solved so far: share of "
+            "(task, seed) units with a success at this attempt or earlier."
+        )
+    )
+
+    def per_kept(total: float | None, k: dict, digits: int) -> str:
+        return num(total / k["kept"], digits) if k["kept"] and total is not None else "—"
+
+    sec.blocks.append(
+        Table(
+            [
+                "Run",
+                "Units",
+                "Kept",
+                "Steps kept (mean)",
+                "Steps kept (median)",
+                "Steps, first-try successes",
+                "Teacher tokens / kept",
+                "Teacher s / kept",
+            ],
+            [
+                [
+                    k["run"],
+                    str(k["units"]),
+                    str(k["kept"]),
+                    num(k["kept_steps_mean"], 2),
+                    num(k["kept_steps_median"], 1),
+                    num(k["attempt0_steps_mean"], 2),
+                    per_kept((k["tokens_in"] or 0) + (k["tokens_out"] or 0), k, 0),
+                    per_kept(k["wall_s"], k, 1),
+                ]
+                for k in kept
+            ],
+            ["left", *["right"] * 7],
+        )
+    )
+    sec.blocks.append(
+        Para(
+            "Kept: the shortest successful attempt of each unit (what SFT trains on). "
+            "Teacher cost counts every attempt, kept or not."
+        )
+    )
+    sec.blocks.append(
+        Figure("yield", plots.yield_plot(attempts, first), "Yield per attempt and units solved")
+    )
+    if data["collect_kept_steps"]:
+        sec.blocks.append(
+            Figure(
+                "kept_steps",
+                plots.kept_steps_plot(data["collect_kept_steps"]),
+                "Steps of kept trajectories",
+            )
+        )
+    return sec
+
+
+def mine_section(rep: Report, modes: list[dict]) -> Section:
+    sec = Section("Failure-mode mining")
+    if not modes:
+        sec.blocks.append(_absent("mined failure modes", "mined_states", "mine"))
+        return sec
+    runs = list(dict.fromkeys(m["run"] for m in modes))
+    several = len(runs) > 1
+    totals = defaultdict(int)
+    for m in modes:
+        totals[m["run"]] += m["states"]
+    sec.blocks.append(
+        Table(
+            ["Run", "Failure mode", "States", "Share", "Total weight", "Tasks"],
+            [
+                [
+                    m["run"],
+                    m["failure_mode"],
+                    str(m["states"]),
+                    pct(m["states"] / totals[m["run"]]),
+                    num(m["weight"], 1),
+                    str(m["tasks"]),
+                ]
+                for m in modes
+            ],
+            ["left", "left", "right", "right", "right", "right"],
+        )
+    )
+    sec.blocks.append(
+        Para("routine: states taken from the SFT data unchanged, so RL does not forget them.")
+    )
+    sec.blocks.append(
+        Figure("failure_modes", plots.failure_modes_plot(modes), "Mined states per failure mode")
+    )
+    for run in runs:
+        ms = [m for m in modes if m["run"] == run]
+        rep.metrics[_key("mine", run, several, "states")] = totals[run]
+        rep.metrics[_key("mine", run, several, "critical")] = sum(
+            m["states"] for m in ms if m["failure_mode"] != "routine"
+        )
+        for m in ms:
+            rep.metrics[_key("mine", run, several, f"mode/{m['failure_mode']}")] = m["states"]
+    rep.plot_data["failure_modes.csv"] = [
+        [m["run"], m["failure_mode"], m["states"], m["weight"]] for m in modes
+    ]
+    return sec
+
+
+def _mean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    return sum(vals) / len(vals) if vals else None
+
+
+def rl_section(rep: Report, curve: list[dict], reasons: list[dict]) -> Section:
+    sec = Section("RL: rewards, gate and losses")
+    if not curve:
+        sec.blocks.append(_absent("RL curves", "rl_groups", "rl"))
+        return sec
+    runs = list(dict.fromkeys(r["run"] for r in curve))
+    several = len(runs) > 1
+    table_rows = []
+    for run in runs:
+        rs = [r for r in curve if r["run"] == run]
+        groups = sum(r["groups"] for r in rs)
+        accepted = sum(r["accepted"] for r in rs)
+        tenth = max(1, len(rs) // 10)
+        first = _mean([r["reward_mean"] for r in rs[:tenth]])
+        last = _mean([r["reward_mean"] for r in rs[-tenth:]])
+        by_reason = defaultdict(int)
+        for r in reasons:
+            if r["run"] == run:
+                by_reason[r["reason"]] += r["groups"]
+        mix = ", ".join(
+            f"{name} {pct(n / groups, 0)}"
+            for name, n in sorted(by_reason.items(), key=lambda kv: -kv[1])
+        )
+        table_rows.append(
+            [
+                run,
+                str(len(rs)),
+                str(groups),
+                pct(accepted / groups),
+                mix,
+                num(first, 3),
+                num(last, 3),
+                num(_mean([r["pg_loss"] for r in rs]), 4),
+                num(_mean([r["anchor_loss"] for r in rs]), 4),
+            ]
+        )
+        rep.metrics[_key("rl", run, several, "steps")] = len(rs)
+        rep.metrics[_key("rl", run, several, "accept_rate")] = accepted / groups
+        rep.metrics[_key("rl", run, several, "reward_first")] = first
+        rep.metrics[_key("rl", run, several, "reward_last")] = last
+    sec.blocks.append(
+        Table(
+            [
+                "Run",
+                "Steps",
+                "Groups",
+                "Accepted",
+                "Gate decisions",
+                "Reward (first 10%)",
+                "Reward (last 10%)",
+                "PG loss",
+                "Anchor NLL",
+            ],
+            table_rows,
+            ["left", "right", "right", "right", "left", "right", "right", "right", "right"],
+        )
+    )
+    sec.blocks.append(
+        Figure(
+            "rl",
+            plots.rl_plot(curve, reasons),
+            "Mean group reward (band: mean within-group std), gate decisions, losses",
+        )
+    )
+    rep.plot_data["rl.csv"] = [
+        [
+            r["run"],
+            r["step"],
+            r["groups"],
+            r["reward_mean"],
+            r["reward_std"],
+            r["accepted"] / r["groups"],
+            r["pg_loss"],
+            r["anchor_loss"],
+        ]
+        for r in curve
+    ]
+    return sec
+
+
+def inputs_section(runs: Mapping[str, Path], counts: dict[str, dict[str, int]]) -> Section:
+    tables = ["episodes", "steps", "mined_states", "rl_groups"]
+    return Section(
+        "Inputs",
+        [
+            Table(
+                ["Role", "Run", *tables],
+                [
+                    [role, run_name(path), *(str(counts[role].get(t, 0)) for t in tables)]
+                    for role, path in runs.items()
+                ],
+                ["left", "left", *["right"] * len(tables)],
+            )
+        ],
+    )
+
+
+# --------------------------------------------------------------------------- assembly
+
+
+def build_report(runs: Mapping[str, Path], *, title: str) -> Report:
+    """The report over the given runs (role -> run folder; roles as the stage's --in)."""
+    from rmsweb.store.views import connect
+
+    named = {run_name(path): Path(path) for path in runs.values()}
+    con = connect(named)
+    try:
+        data = queries.run_all(con)
+        rows = eval_rows(con)
+        counts: dict[str, dict[str, int]] = {}
+        for role, path in runs.items():
+            name = run_name(path).replace("'", "''")
+            counts[role] = {
+                t: con.execute(f"SELECT count(*) FROM {t} WHERE run = '{name}'").fetchone()[0]
+                for t in ("episodes", "steps", "mined_states", "rl_groups")
+            }
+    finally:
+        con.close()
+    # Policies in the order of the inputs (the spec's eval.policies order), not by name.
+    order = {run_name(p): i for i, p in enumerate(runs.values())}
+    rows.sort(key=lambda r: (r.task_id != "*", order.get(r.run, len(order)), r.task_id))
+    n_eval = sum(1 for r in rows if r.task_id == "*")
+    doc = Document(title, f"{n_eval} evaluated policies; {len(runs)} input runs.", [])
+    rep = Report(doc, eval_rows=rows)
+    doc.sections += results_section(rep, rows)
+    doc.sections.append(collect_section(rep, data))
+    doc.sections.append(mine_section(rep, data["failure_modes"]))
+    doc.sections.append(rl_section(rep, data["rl_curve"], data["rl_reasons"]))
+    doc.sections.append(inputs_section(runs, counts))
+    for name in PLOT_FILES:
+        rep.plot_data.setdefault(name, [])
+    return rep
+
+
+def write_report(
+    out: Path,
+    runs: Mapping[str, Path],
+    *,
+    title: str,
+    viewer: bool = True,
+    viewer_max_episodes: int = 200,
+) -> Report:
+    """Write report.md, report.html, plots/*.png and (optionally) viewer/<role>.html to `out`."""
+    from rmsweb.report.viewer import write_viewer
+    from rmsweb.store.layout import part_files
+
+    rep = build_report(runs, title=title)
+    out.mkdir(parents=True, exist_ok=True)
+    if viewer:
+        links = []
+        for role, path in runs.items():
+            if part_files(Path(path), "episodes"):
+                target = out / "viewer" / f"{role}.html"
+                write_viewer(Path(path), target, max_episodes=viewer_max_episodes)
+                links.append((f"{role}: {run_name(path)}", f"viewer/{role}.html"))
+        if links:
+            rep.document.sections.append(Section("Trajectory viewers", [Links(links)]))
+    plots_dir = out / "plots"
+    plots_dir.mkdir(exist_ok=True)
+    for fig in rep.document.figures():
+        (plots_dir / f"{fig.name}.png").write_bytes(fig.png)
+    (out / "report.md").write_text(to_markdown(rep.document), encoding="utf-8")
+    (out / "report.html").write_text(to_html(rep.document), encoding="utf-8")
+    return rep

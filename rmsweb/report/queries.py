@@ -1,0 +1,209 @@
+"""The report's aggregations, as DuckDB SQL over the run-table views (store/views.py).
+
+Each function takes a connection with the views and returns plain dicts, one
+per result row. Everything heavy (1M+ steps) happens here in SQL; Python only
+shapes the few resulting rows. benchmarks/report_scale.py times `run_all`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+def fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    cur = con.execute(sql)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+# Episodes lost to environment errors are not task failures (DESIGN §5): they are
+# counted apart and left out of n, the success rate and the step statistics.
+EVAL_BY_TASK = """
+WITH s AS (
+    SELECT run, episode_id,
+           count(*) AS steps,
+           count(*) FILTER (WHERE NOT parse_ok) AS parse_errors
+    FROM steps WHERE {where}
+    GROUP BY run, episode_id
+)
+SELECT e.run, e.policy, e.suite, e.split, e.task_id,
+       count(*) FILTER (WHERE e.error IS NULL) AS n,
+       count(*) FILTER (WHERE e.error IS NULL AND e.success) AS successes,
+       count(*) FILTER (WHERE e.error IS NOT NULL) AS env_errors,
+       coalesce(sum(e.n_steps) FILTER (WHERE e.error IS NULL AND e.success), 0) AS solved_steps,
+       coalesce(sum(s.steps) FILTER (WHERE e.error IS NULL), 0) AS steps,
+       coalesce(sum(s.parse_errors) FILTER (WHERE e.error IS NULL), 0) AS parse_errors,
+       coalesce(sum(e.wall_s), 0) AS wall_s
+FROM episodes e
+LEFT JOIN s ON s.run = e.run AND s.episode_id = e.episode_id
+WHERE {where_e}
+GROUP BY ALL
+ORDER BY e.run, e.policy, e.suite, e.split, e.task_id
+"""
+
+
+def eval_by_task(
+    con: duckdb.DuckDBPyConnection, *, stage: str | None = "eval"
+) -> list[dict[str, Any]]:
+    """Per (run, policy, suite, split, task) of one stage's runs (None: all runs): counts and
+    sums that roll up exactly."""
+    if stage is None:
+        where = where_e = "true"
+    else:
+        lit = "'" + stage.replace("'", "''") + "'"
+        where, where_e = f"stage = {lit}", f"e.stage = {lit}"
+    return fetch(con, EVAL_BY_TASK.format(where=where, where_e=where_e))
+
+
+def collect_attempts(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per collect run and attempt index: attempts made and successes (the yield)."""
+    return fetch(
+        con,
+        """
+        SELECT run, attempt,
+               count(*) AS attempts,
+               count(*) FILTER (WHERE success AND error IS NULL) AS successes
+        FROM episodes WHERE stage = 'collect'
+        GROUP BY run, attempt ORDER BY run, attempt
+        """,
+    )
+
+
+def collect_first_success(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per collect run: how many (task, seed) units first succeeded at each attempt (NULL: never)."""
+    return fetch(
+        con,
+        """
+        WITH u AS (
+            SELECT run, task_id, seed, policy,
+                   min(attempt) FILTER (WHERE success AND error IS NULL) AS first_ok
+            FROM episodes WHERE stage = 'collect'
+            GROUP BY run, task_id, seed, policy
+        )
+        SELECT run, first_ok, count(*) AS units
+        FROM u GROUP BY run, first_ok ORDER BY run, first_ok NULLS LAST
+        """,
+    )
+
+
+# The kept trajectory of a unit is its shortest successful attempt (ties: the earlier one).
+KEPT = """
+WITH ok AS (
+    SELECT run, task_id, seed, policy, attempt, n_steps,
+           row_number() OVER (
+               PARTITION BY run, task_id, seed, policy ORDER BY n_steps, attempt
+           ) AS rank
+    FROM episodes
+    WHERE stage = 'collect' AND success AND error IS NULL
+)
+"""
+
+
+def collect_kept(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per collect run: kept trajectories, their steps, and what collection cost."""
+    return fetch(
+        con,
+        KEPT
+        + """
+        , kept AS (
+            SELECT run, count(*) AS kept,
+                   avg(n_steps) AS kept_steps_mean,
+                   median(n_steps) AS kept_steps_median,
+                   avg(attempt) AS kept_attempt_mean
+            FROM ok WHERE rank = 1 GROUP BY run
+        ), first AS (
+            SELECT run, avg(n_steps) AS attempt0_steps_mean
+            FROM ok WHERE attempt = 0 GROUP BY run
+        ), cost AS (
+            SELECT run, count(*) AS episodes,
+                   count(DISTINCT (task_id, seed, policy)) AS units,
+                   sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out,
+                   sum(wall_s) AS wall_s
+            FROM episodes WHERE stage = 'collect' GROUP BY run
+        )
+        SELECT cost.run, units, episodes,
+               coalesce(kept, 0) AS kept, kept_steps_mean, kept_steps_median,
+               kept_attempt_mean, attempt0_steps_mean, tokens_in, tokens_out, wall_s
+        FROM cost
+        LEFT JOIN kept USING (run)
+        LEFT JOIN first USING (run)
+        ORDER BY cost.run
+        """,
+    )
+
+
+def collect_kept_steps(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per collect run: histogram of the kept trajectories' step counts."""
+    return fetch(
+        con,
+        KEPT
+        + """
+        SELECT run, n_steps, count(*) AS kept
+        FROM ok WHERE rank = 1
+        GROUP BY run, n_steps ORDER BY run, n_steps
+        """,
+    )
+
+
+def failure_modes(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per mine run and failure mode (routine: states kept to prevent forgetting)."""
+    return fetch(
+        con,
+        """
+        SELECT run, coalesce(failure_mode, 'routine') AS failure_mode,
+               count(*) AS states, sum(weight) AS weight,
+               count(DISTINCT task_id) AS tasks
+        FROM mined_states
+        GROUP BY ALL ORDER BY run, states DESC, failure_mode
+        """,
+    )
+
+
+def rl_curve(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per rl run and optimizer step: rewards, gate acceptance and losses."""
+    return fetch(
+        con,
+        """
+        SELECT run, rl_step AS step,
+               count(*) AS groups,
+               avg(mean) AS reward_mean,
+               avg(std) AS reward_std,
+               count(*) FILTER (WHERE accepted) AS accepted,
+               count(*) FILTER (WHERE NOT accepted) AS rejected,
+               avg(pg_loss) AS pg_loss,
+               avg(anchor_loss) AS anchor_loss
+        FROM rl_groups
+        GROUP BY run, rl_step ORDER BY run, rl_step
+        """,
+    )
+
+
+def rl_reasons(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per rl run, step and gate reason: how many groups."""
+    return fetch(
+        con,
+        """
+        SELECT run, rl_step AS step, reason, count(*) AS groups
+        FROM rl_groups GROUP BY ALL ORDER BY run, step, reason
+        """,
+    )
+
+
+QUERIES = {
+    "eval_by_task": eval_by_task,
+    "collect_attempts": collect_attempts,
+    "collect_first_success": collect_first_success,
+    "collect_kept": collect_kept,
+    "collect_kept_steps": collect_kept_steps,
+    "failure_modes": failure_modes,
+    "rl_curve": rl_curve,
+    "rl_reasons": rl_reasons,
+}
+
+
+def run_all(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict[str, Any]]]:
+    """Every aggregation the report needs, by name."""
+    return {name: fn(con) for name, fn in QUERIES.items()}
