@@ -1,0 +1,428 @@
+"""The action language of DESIGN.md §5: typed values, a tolerant parser, a formatter, comparison.
+
+    click(12)   fill(12, "text")   select(12, "option")   press("Enter")
+    scroll("down")   goto("url")   go_back()   answer("text")   stop()   click_xy(40, 96.5)
+
+Pure Python, no browser: the runner, the rewards (Salvage-DS) and failure mining all
+use this module. `parse_action(format_action(a)) == a` for every action (a property test
+holds us to it). The parser never raises: a bad output gives a ParseError with a reason,
+which the runner shows to the policy and the reward scores as -1.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from rmsweb.env.types import Element
+from rmsweb.store.rows import ActionRow
+
+ActionType = Literal[
+    "click", "fill", "select", "press", "scroll", "goto", "go_back", "answer", "stop", "click_xy"
+]
+SCROLL_DIRECTIONS = ("up", "down", "left", "right")
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One action. Which fields are set depends on `type` (see SIGNATURES)."""
+
+    type: ActionType
+    target: str | None = None  # element id (digits), for click/fill/select
+    text: str | None = None  # the string argument of fill/select/press/scroll/goto/answer
+    x: float | None = None  # click_xy
+    y: float | None = None
+
+    def to_row(self) -> ActionRow:
+        return ActionRow(type=self.type, target=self.target, text=self.text, x=self.x, y=self.y)
+
+    @staticmethod
+    def from_row(row: ActionRow) -> Action:
+        return Action(type=row.type, target=row.target, text=row.text, x=row.x, y=row.y)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return format_action(self)
+
+
+# Argument kinds per action: "id" (element id), "str" (quoted text), "num" (coordinate).
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    "click": ("id",),
+    "fill": ("id", "str"),
+    "select": ("id", "str"),
+    "press": ("str",),
+    "scroll": ("str",),
+    "goto": ("str",),
+    "go_back": (),
+    "answer": ("str",),
+    "stop": (),
+    "click_xy": ("num", "num"),
+}
+ELEMENT_ACTIONS = ("click", "fill", "select")
+TERMINAL_ACTIONS = ("answer", "stop")
+
+
+def click(target: str | int) -> Action:
+    return Action("click", target=str(target))
+
+
+def fill(target: str | int, text: str) -> Action:
+    return Action("fill", target=str(target), text=text)
+
+
+def select(target: str | int, option: str) -> Action:
+    return Action("select", target=str(target), text=option)
+
+
+def press(key: str) -> Action:
+    return Action("press", text=key)
+
+
+def scroll(direction: str) -> Action:
+    return Action("scroll", text=direction)
+
+
+def goto(url: str) -> Action:
+    return Action("goto", text=url)
+
+
+def go_back() -> Action:
+    return Action("go_back")
+
+
+def answer(text: str) -> Action:
+    return Action("answer", text=text)
+
+
+def stop() -> Action:
+    return Action("stop")
+
+
+def click_xy(x: float, y: float) -> Action:
+    return Action("click_xy", x=float(x), y=float(y))
+
+
+# --------------------------------------------------------------------------- format
+
+
+def _quote(s: str) -> str:
+    # JSON string escaping: the parser reads these escapes back exactly.
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+def format_action(a: Action) -> str:
+    """The canonical text of an action, e.g. `fill(3, "Bob")`."""
+    if a.type in ("click",):
+        return f"click({a.target})"
+    if a.type in ("fill", "select"):
+        return f"{a.type}({a.target}, {_quote(a.text or '')})"
+    if a.type in ("press", "scroll", "goto", "answer"):
+        return f"{a.type}({_quote(a.text or '')})"
+    if a.type in ("go_back", "stop"):
+        return f"{a.type}()"
+    if a.type == "click_xy":
+        return f"click_xy({_num(a.x or 0.0)}, {_num(a.y or 0.0)})"
+    raise ValueError(f"unknown action type {a.type!r}")
+
+
+# --------------------------------------------------------------------------- parse
+
+
+@dataclass(frozen=True, slots=True)
+class ParseError:
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+_NAMES = "|".join(sorted(SIGNATURES, key=len, reverse=True))
+_CALL = re.compile(rf"(?<![\w.])({_NAMES})\s*\(", re.IGNORECASE)
+_ANY_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
+_ACTION_MARK = re.compile(r"\baction\s*:", re.IGNORECASE)
+_KEYWORD = re.compile(r"[A-Za-z_]\w*\s*=(?!=)\s*")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+# Quotes a model may use; each opener maps to its closer.
+_QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’", "`": "`"}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/", "\\": "\\"}
+
+
+def split_thought(text: str) -> tuple[str | None, str]:
+    """Split "Thought: ...\\nAction: ..." into (thought, rest); thought None when absent."""
+    m = _ACTION_MARK.search(text)
+    head = text[: m.start()] if m else ""
+    thought = re.sub(r"^\s*thought\s*:\s*", "", head.strip(), flags=re.IGNORECASE) if m else None
+    return (thought or None), (text[m.end() :] if m else text)
+
+
+def parse_action(text: str) -> Action | ParseError:
+    """Parse a model output into an Action, tolerating the usual noise.
+
+    Accepts an optional "Thought: ..." part and an "Action:" prefix (the text after the
+    last "Action:" is used), code fences and backticks, any whitespace, single, double or
+    typographic quotes, backslash escapes, `name=` keywords, `[12]` or `"12"` as element
+    ids, any letter case in the action name, and trailing text after the call.
+    """
+    marks = list(_ACTION_MARK.finditer(text))
+    body = text[marks[-1].end() :] if marks else text
+    m = _first_call(body)
+    if m is None:
+        other = _ANY_CALL.search(body)
+        if other:
+            name = other.group(1)
+            close = difflib.get_close_matches(name.lower(), SIGNATURES, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            return ParseError(f"unknown action {name!r}{hint}")
+        return ParseError('no action found; expected e.g. click(3) or fill(3, "text")')
+    name = m.group(1).lower()
+    args = _parse_args(body, m.end())
+    if isinstance(args, ParseError):
+        return ParseError(f"{name}: {args.reason}")
+    return _build(name, args)
+
+
+def _first_call(body: str) -> re.Match[str] | None:
+    # Prefer a call at the start of a line (after bullets/backticks): a thought that
+    # mentions "click(3)" mid-sentence should lose to the action line itself.
+    start = 0
+    for line in body.splitlines(keepends=True):
+        lead = len(line) - len(line.lstrip(" \t`*>-"))
+        m = _CALL.match(body, start + lead)
+        if m:
+            return m
+        start += len(line)
+    return _CALL.search(body)
+
+
+# An argument as parsed: (kind, value) with kind "str" (was quoted) or "bare".
+_Arg = tuple[str, str]
+
+
+def _parse_args(s: str, i: int) -> list[_Arg] | ParseError:
+    args: list[_Arg] = []
+    n = len(s)
+    while True:
+        while i < n and s[i].isspace():
+            i += 1
+        if i >= n:
+            return ParseError("missing closing parenthesis")
+        if s[i] == ")" and not args:
+            return args
+        kw = _KEYWORD.match(s, i)
+        if kw:
+            i = kw.end()
+        if i < n and s[i] in _QUOTES:
+            value, i_or_err = _read_quoted(s, i)
+            if isinstance(i_or_err, ParseError):
+                return i_or_err
+            i = i_or_err
+            args.append(("str", value))
+        elif i < n and s[i] == "[":
+            j = s.find("]", i)
+            if j < 0:
+                return ParseError("unclosed [")
+            args.append(("bare", s[i + 1 : j].strip()))
+            i = j + 1
+        else:
+            j = i
+            while j < n and s[j] not in ",)\n":
+                j += 1
+            value = s[i:j].strip()
+            if not value:
+                return ParseError("empty argument")
+            args.append(("bare", value))
+            i = j
+        while i < n and s[i].isspace():
+            i += 1
+        if i >= n:
+            return ParseError("missing closing parenthesis")
+        if s[i] == ")":
+            return args
+        if s[i] != ",":
+            return ParseError(f"unexpected {s[i]!r} after argument {len(args)}")
+        i += 1
+
+
+def _read_quoted(s: str, i: int) -> tuple[str, int | ParseError]:
+    closer = _QUOTES[s[i]]
+    out: list[str] = []
+    i += 1
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\" and i + 1 < n:
+            e = s[i + 1]
+            if e in _ESCAPES:
+                out.append(_ESCAPES[e])
+                i += 2
+            elif e == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2 : i + 6]):
+                out.append(chr(int(s[i + 2 : i + 6], 16)))
+                i += 6
+            elif e in "\"'`”’":
+                out.append(e)
+                i += 2
+            else:  # an unknown escape is kept literally ("C:\path")
+                out.append(c)
+                i += 1
+            continue
+        if c == closer:
+            return "".join(out), i + 1
+        out.append(c)
+        i += 1
+    return "", ParseError("unterminated string")
+
+
+def _build(name: str, args: list[_Arg]) -> Action | ParseError:
+    sig = SIGNATURES[name]
+    if len(args) != len(sig):
+        want = ", ".join(sig) if sig else "no arguments"
+        return ParseError(f"{name} takes {len(sig)} argument(s) ({want}), got {len(args)}")
+    target: str | None = None
+    text: str | None = None
+    nums: list[float] = []
+    for (_kind, value), want in zip(args, sig, strict=True):
+        if want == "id":
+            v = value.strip().lstrip("#")
+            if not v.isdigit():
+                return ParseError(f"{name}: element id must be a number, got {value!r}")
+            target = str(int(v))
+        elif want == "str":
+            text = value
+        else:
+            if not _NUMBER.fullmatch(value.strip()):
+                return ParseError(f"{name}: coordinates must be numbers, got {value!r}")
+            f = float(value)
+            if not math.isfinite(f):
+                return ParseError(f"{name}: coordinates must be finite")
+            nums.append(f)
+    if name == "scroll":
+        assert text is not None
+        direction = text.strip().lower()
+        if direction not in SCROLL_DIRECTIONS:
+            return ParseError(f"scroll direction must be one of {', '.join(SCROLL_DIRECTIONS)}")
+        text = direction
+    if name == "press" and not (text or "").strip():
+        return ParseError('press needs a key, e.g. press("Enter")')
+    if name == "click_xy":
+        return Action("click_xy", x=nums[0], y=nums[1])
+    return Action(name, target=target, text=text)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def normalize_text(s: str, *, casefold: bool = False) -> str:
+    """Unicode NFKC, whitespace collapsed and stripped; optionally case-folded."""
+    s = " ".join(unicodedata.normalize("NFKC", s).split())
+    return s.casefold() if casefold else s
+
+
+def text_similarity(a: str, b: str) -> float:
+    if a == b:
+        return 1.0
+    return difflib.SequenceMatcher(None, a, b).ratio()
+
+
+# Which arguments compare case-insensitively: typed text (fill) is case-sensitive
+# because tasks check it exactly (enter-text-2 is all about case); option labels, keys,
+# answers and URLs are not.
+_CASEFOLD = {"select": True, "press": True, "answer": True, "goto": True, "fill": False}
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """Component-wise result of comparing an action with a reference action."""
+
+    type_ok: bool
+    target_ok: bool
+    arg_ok: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.type_ok and self.target_ok and self.arg_ok
+
+
+def compare(
+    action: Action,
+    reference: Action,
+    *,
+    elements: Mapping[str, Element] | None = None,
+    tau: float = 1.0,
+) -> Match:
+    """Semantic comparison of `action` with `reference` (DESIGN.md §1 S).
+
+    Same type (a click_xy counts as a click when its point lies inside the reference
+    target's box, and vice versa: `elements` gives the boxes); same target element;
+    arguments equal after normalization, or with similarity >= tau when tau < 1.
+    """
+    a, r = action, reference
+    if {a.type, r.type} <= {"click", "click_xy"} and a.type != r.type:
+        point, elem_action = (a, r) if a.type == "click_xy" else (r, a)
+        elem = (elements or {}).get(elem_action.target or "")
+        inside = bool(elem and elem.box and elem.box.contains(point.x or 0.0, point.y or 0.0))
+        return Match(type_ok=True, target_ok=inside, arg_ok=True)
+    if a.type != r.type:
+        return Match(type_ok=False, target_ok=False, arg_ok=False)
+    if a.type == "click_xy":
+        # Two coordinate clicks agree when they land in the same element (if known) or
+        # within a few pixels of each other.
+        same = _same_element_at(a, r, elements) or (
+            abs((a.x or 0) - (r.x or 0)) <= 3 and abs((a.y or 0) - (r.y or 0)) <= 3
+        )
+        return Match(type_ok=True, target_ok=same, arg_ok=True)
+    target_ok = a.target == r.target
+    if r.text is None and a.text is None:
+        return Match(type_ok=True, target_ok=target_ok, arg_ok=True)
+    return Match(type_ok=True, target_ok=target_ok, arg_ok=_args_match(a, r, tau))
+
+
+def _args_match(a: Action, r: Action, tau: float) -> bool:
+    fold = _CASEFOLD.get(a.type, True)
+    x = normalize_text(a.text or "", casefold=fold)
+    y = normalize_text(r.text or "", casefold=fold)
+    if a.type == "goto":
+        x, y = x.rstrip("/"), y.rstrip("/")
+    if a.type == "answer":
+        x, y = x.strip(" .!?\"'"), y.strip(" .!?\"'")
+    if x == y:
+        return True
+    return tau < 1.0 and text_similarity(x, y) >= tau
+
+
+def _same_element_at(a: Action, r: Action, elements: Mapping[str, Element] | None) -> bool:
+    if not elements:
+        return False
+    ea = element_at(elements, a.x or 0.0, a.y or 0.0)
+    er = element_at(elements, r.x or 0.0, r.y or 0.0)
+    return ea is not None and ea == er
+
+
+def element_at(elements: Mapping[str, Element], x: float, y: float) -> str | None:
+    """The id of the smallest element whose box contains the point, if any."""
+    best: tuple[float, str] | None = None
+    for eid, el in elements.items():
+        if el.box and el.box.contains(x, y):
+            area = el.box.width * el.box.height
+            if best is None or area < best[0]:
+                best = (area, eid)
+    return best[1] if best else None
+
+
+def matches_any(
+    action: Action,
+    references: Sequence[Action],
+    *,
+    elements: Mapping[str, Element] | None = None,
+    tau: float = 1.0,
+) -> bool:
+    """True when `action` is semantically equal to one of the acceptable `references`."""
+    return any(compare(action, r, elements=elements, tau=tau).ok for r in references)

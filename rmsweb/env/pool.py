@@ -1,0 +1,292 @@
+"""One Chromium, N isolated contexts: the asyncio browser pool behind the episode runner.
+
+Each running episode holds one slot (a context with one page) for its whole length.
+Slots are reused across episodes, because a new context costs ~130 ms on these
+machines while a page reset costs ~80 ms. Recovery is per slot: after an environment
+error the slot's context is thrown away; a dead or hung browser is killed (its whole
+process group) and relaunched; every slot then gets a fresh context lazily.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmsweb.env.errors import EnvError
+from rmsweb.env.launch import (
+    LAUNCH_FLAGS,
+    find_chromium,
+    find_main_pid,
+    kill_group,
+    new_marker,
+    process_state,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Slot:
+    """A context and its page, held by one episode at a time."""
+
+    index: int
+    context: Any = None
+    page: Any = None
+    generation: int = -1  # the browser launch this context belongs to
+    broken: bool = False  # crashed, hung, or left in an unknown state
+    blocked: list[str] = field(default_factory=list)  # URLs the origin guard refused
+
+
+class BrowserPool:
+    """Launch Chromium once; hand out `contexts` isolated slots; recover from crashes.
+
+    Use as `async with BrowserPool(2) as pool: async with pool.slot() as s: page = await
+    pool.page(s)`. `allowed_origins` (e.g. ["http://127.0.0.1:8000"]) blocks every
+    document request to any other origin; None allows all (live suites).
+    """
+
+    def __init__(
+        self,
+        contexts: int = 2,
+        *,
+        viewport: tuple[int, int] = (1024, 768),
+        allowed_origins: Sequence[str] | None = None,
+        executable: str | None = None,
+        launch_timeout_s: float = 30.0,
+        op_timeout_s: float = 10.0,
+    ) -> None:
+        if contexts < 1:
+            raise ValueError("contexts must be >= 1")
+        self.contexts = contexts
+        self.viewport = viewport
+        self.allowed_origins = tuple(allowed_origins) if allowed_origins is not None else None
+        self._executable = executable
+        self.launch_timeout_s = launch_timeout_s
+        self.op_timeout_s = op_timeout_s  # creating/closing contexts
+        self.generation = 0
+        self.relaunches = 0
+        self.browser_pid: int | None = None
+        self._pw: Any = None
+        self._browser: Any = None
+        self._marker = ""
+        self._lock = asyncio.Lock()
+        self._slots = [Slot(i) for i in range(contexts)]
+        self._free: asyncio.Queue[Slot] = asyncio.Queue()
+        for s in self._slots:
+            self._free.put_nowait(s)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> BrowserPool:
+        from playwright.async_api import async_playwright
+
+        self._pw = await async_playwright().start()
+        try:
+            self._executable = self._executable or find_chromium(self._pw.chromium.executable_path)
+            await self._launch()
+        except BaseException:
+            await self._pw.stop()
+            self._pw = None
+            raise
+        return self
+
+    async def __aenter__(self) -> BrowserPool:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _launch(self) -> None:
+        self._marker = new_marker()
+        try:
+            self._browser = await asyncio.wait_for(
+                self._pw.chromium.launch(
+                    executable_path=self._executable,
+                    headless=True,
+                    args=[*LAUNCH_FLAGS, self._marker],
+                    timeout=self.launch_timeout_s * 1000,
+                ),
+                self.launch_timeout_s + 5,
+            )
+        except Exception as exc:
+            self._kill_browser()
+            raise EnvError(f"could not launch Chromium ({self._executable}): {exc}") from exc
+        self.browser_pid = find_main_pid(self._marker)
+        self.generation += 1
+        log.debug("launched Chromium pid %s (generation %d)", self.browser_pid, self.generation)
+
+    def _kill_browser(self) -> None:
+        pid = self.browser_pid or (find_main_pid(self._marker) if self._marker else None)
+        if pid:
+            kill_group(pid)  # Chromium's children share its process group
+
+    def browser_alive(self) -> bool:
+        if self._browser is None or not self._browser.is_connected():
+            return False
+        return self.browser_pid is None or _alive(self.browser_pid)
+
+    async def relaunch(self) -> None:
+        """Kill the current browser (whatever state it is in) and start a new one."""
+        async with self._lock:
+            await self._relaunch_locked()
+
+    async def _relaunch_locked(self) -> None:
+        old = self._browser
+        self._browser = None
+        self._kill_browser()
+        if old is not None:
+            # it is dead already; this only drops Playwright's handle
+            with suppress(Exception):
+                await asyncio.wait_for(old.close(), 2)
+        self.relaunches += 1
+        await self._launch()
+
+    async def close(self) -> None:
+        """Close everything; no Chromium process survives this."""
+        for s in self._slots:
+            await self._close_context(s)
+        if self._browser is not None:
+            try:
+                await asyncio.wait_for(self._browser.close(), self.op_timeout_s)
+            except Exception as exc:
+                log.debug("browser.close failed: %s", exc)
+            self._browser = None
+        if self._pw is not None:
+            try:
+                await asyncio.wait_for(self._pw.stop(), self.op_timeout_s)
+            except Exception as exc:
+                log.debug("playwright.stop failed: %s", exc)
+            self._pw = None
+        self._kill_browser()
+        self.browser_pid = None
+
+    # ------------------------------------------------------------------ slots
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[Slot]:
+        """Hold one slot for the length of an episode."""
+        s = await self._free.get()
+        try:
+            yield s
+        finally:
+            self._free.put_nowait(s)
+
+    async def page(self, slot: Slot) -> Any:
+        """A live page for `slot`, relaunching the browser or remaking the context first
+        where needed. Raises EnvError when even a fresh browser cannot give one."""
+        async with self._lock:
+            if not self.browser_alive():
+                log.warning("Chromium is gone; relaunching")
+                await self._relaunch_locked()
+        fresh = slot.generation == self.generation and not slot.broken
+        if fresh and slot.page is not None and not slot.page.is_closed():
+            return slot.page
+        await self._close_context(slot)
+        try:
+            await self._open_context(slot)
+        except Exception as exc:
+            # A browser that cannot make a context is hung: start over once.
+            log.warning("new context failed (%s); relaunching Chromium", exc)
+            await self.relaunch()
+            try:
+                await self._open_context(slot)
+            except Exception as exc2:
+                raise EnvError(f"cannot open a browser context: {exc2}") from exc2
+        return slot.page
+
+    def discard(self, slot: Slot) -> None:
+        """Mark the slot's context unusable (after an environment error); the next
+        `page(slot)` replaces it."""
+        slot.broken = True
+
+    async def _open_context(self, slot: Slot) -> None:
+        w, h = self.viewport
+        ctx = await asyncio.wait_for(
+            self._browser.new_context(
+                viewport={"width": w, "height": h},
+                device_scale_factor=1,
+                service_workers="block",
+                accept_downloads=False,
+            ),
+            self.op_timeout_s,
+        )
+        slot.context = ctx
+        page = await asyncio.wait_for(ctx.new_page(), self.op_timeout_s)
+        slot.page = page
+        slot.generation = self.generation
+        slot.broken = False
+        slot.blocked.clear()
+
+        def on_crash(_: Any) -> None:
+            slot.broken = True
+
+        page.on("crash", on_crash)
+        # Pop-ups would pile up in a reused context; the episode's page is the only one.
+        ctx.on(
+            "page", lambda p: asyncio.ensure_future(_close_quietly(p)) if p is not page else None
+        )
+        if self.allowed_origins is not None:
+            await install_origin_guard(ctx, page, self.allowed_origins, slot.blocked)
+
+    async def _close_context(self, slot: Slot) -> None:
+        ctx, slot.context, slot.page = slot.context, None, None
+        if ctx is None:
+            return
+        try:
+            await asyncio.wait_for(ctx.close(), self.op_timeout_s)
+        except Exception as exc:
+            log.debug("context.close failed: %s", exc)
+
+
+async def _close_quietly(page: Any) -> None:
+    with suppress(Exception):
+        await page.close()
+
+
+def _alive(pid: int) -> bool:
+    st = process_state(pid)
+    return st is not None and st != "Z"  # a killed browser lingers as a zombie
+
+
+async def install_origin_guard(
+    context: Any, page: Any, allowed: Sequence[str], blocked: list[str]
+) -> None:
+    """Refuse every document (page or frame) request outside `allowed` origins.
+
+    Uses CDP request interception for documents only: Playwright's `route()` would also
+    intercept every script and image and switch off the HTTP cache (~25 ms per reset).
+    Refused URLs are appended to `blocked` so the step can report them.
+    """
+    cdp = await context.new_cdp_session(page)
+    prefixes = tuple(o.rstrip("/") + "/" for o in allowed)
+
+    def ok(url: str) -> bool:
+        return (
+            url.startswith(prefixes)
+            or url.rstrip("/") in allowed
+            or url.startswith(("about:", "data:", "blob:", "chrome-error:"))
+        )
+
+    async def paused(event: dict[str, Any]) -> None:
+        url = event["request"]["url"]
+        try:
+            if ok(url):
+                await cdp.send("Fetch.continueRequest", {"requestId": event["requestId"]})
+            else:
+                blocked.append(url)
+                await cdp.send(
+                    "Fetch.failRequest",
+                    {"requestId": event["requestId"], "errorReason": "BlockedByClient"},
+                )
+        except Exception as exc:  # the page went away meanwhile
+            log.debug("origin guard: %s", exc)
+
+    cdp.on("Fetch.requestPaused", paused)
+    await cdp.send(
+        "Fetch.enable",
+        {"patterns": [{"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"}]},
+    )

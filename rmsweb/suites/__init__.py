@@ -1,0 +1,1 @@
+"""Suites: tasks with setup, evaluation and (offline suites) scripted experts."""

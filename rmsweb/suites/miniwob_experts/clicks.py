@@ -1,0 +1,181 @@
+"""Experts for the clicking tasks: buttons, links, dialogs, tabs, checkboxes, trees."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from rmsweb.agents.base import HistoryItem
+from rmsweb.env.actions import Action, click
+from rmsweb.env.types import Observation
+
+from .common import clicked_ids, elements, find, quoted
+
+
+def click_button(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # 'Click on the "Ok" button.' Every button with that exact label wins.
+    (label,) = quoted(instruction)[:1] or [""]
+    return [click(e.id) for e in find(obs, "button", label)]
+
+
+def click_button_sequence(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # "Click button ONE, then click button TWO." The page does not show progress, so
+    # the history says whether ONE was clicked (ids are stable within an episode).
+    one, two = find(obs, "button", "ONE"), find(obs, "button", "TWO")
+    if not one or not two:
+        return []
+    done = clicked_ids(history)
+    if not done:
+        return [click(one[0].id)]
+    if done == [one[0].id]:
+        return [click(two[0].id)]
+    return []  # a wrong first click already decided the episode
+
+
+def click_link(instruction: str, obs: Observation, history: Sequence[HistoryItem]) -> list[Action]:
+    # 'Click on the link "nam".'
+    (label,) = quoted(instruction)[:1] or [""]
+    return [click(e.id) for e in find(obs, "link", label)]
+
+
+def click_dialog(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # 'Close the dialog box by clicking the "x".' The x is jQuery UI's "Close" button.
+    return [click(e.id) for e in find(obs, "button", "Close")]
+
+
+def click_dialog_2(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # 'Click the button in the dialog box labeled "x".' (x, OK or Cancel)
+    (label,) = quoted(instruction)[:1] or [""]
+    name = "Close" if label == "x" else label
+    return [click(e.id) for e in find(obs, "button", name)]
+
+
+def click_tab(instruction: str, obs: Observation, history: Sequence[HistoryItem]) -> list[Action]:
+    # "Click on Tab #3."
+    m = re.search(r"Tab #(\d+)", instruction)
+    return [click(e.id) for e in find(obs, "tab", f"Tab #{m.group(1)}")] if m else []
+
+
+def click_tab_2(instruction: str, obs: Observation, history: Sequence[HistoryItem]) -> list[Action]:
+    # 'Switch between the tabs to find and click on the link "ac".' Click the link if the
+    # open tab shows it; otherwise any other tab may hold it: the next one first.
+    (label,) = quoted(instruction)[:1] or [""]
+    links = find(obs, "link", label)
+    if links:
+        return [click(e.id) for e in links]
+    tabs = find(obs, "tab")
+    current = next((i for i, t in enumerate(tabs) if "selected" in t.states), -1)
+    order = tabs[current + 1 :] + tabs[: max(current, 0)]
+    return [click(t.id) for t in order]
+
+
+def click_checkboxes(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # "Select 91YPF, nd7Qt and click Submit." / "Select nothing and click Submit."
+    m = re.match(r"Select (.*) and click Submit\.?$", instruction.strip())
+    if not m:
+        return []
+    wanted = set() if m.group(1) == "nothing" else {w.strip() for w in m.group(1).split(",")}
+    toggles = [
+        click(e.id) for e in find(obs, "checkbox") if (e.name in wanted) != ("checked" in e.states)
+    ]
+    return toggles or [click(e.id) for e in find(obs, "button", "Submit")]
+
+
+def click_option(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # "Select Vdpn2dP and click Submit."
+    m = re.match(r"Select (.*) and click Submit\.?$", instruction.strip())
+    if not m:
+        return []
+    radios = find(obs, "radio", m.group(1))
+    if radios and not any("checked" in r.states for r in radios):
+        return [click(r.id) for r in radios]
+    return [click(e.id) for e in find(obs, "button", "Submit")]
+
+
+def navigate_tree(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # 'Navigate through the file tree. Find and click on the folder or file named "X".'
+    # Click X once it shows; else open a closed folder (each may hold X). jQuery's
+    # treeview marks a closed folder with an "expandable-hitarea" icon before its name.
+    (label,) = quoted(instruction)[:1] or [""]
+    targets = [e for e in elements(obs) if e.name == label and e.role in ("link", "text")]
+    if targets:
+        return [click(e.id) for e in targets]
+    els = elements(obs)
+    closed = []
+    for i, e in enumerate(els[:-1]):
+        if e.role == "img" and "expandable-hitarea" in e.name:
+            closed.append(click(els[i + 1].id))  # the folder's name toggles it
+    return closed
+
+
+def social_media(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # 'For the user @emile, click on the "Embed Tweet" button.' Reply, Retweet and Like
+    # are icons on the post; the rest sit in the post's "more" menu.
+    m = re.search(r"For the user (@\S+?),", instruction)
+    labels = quoted(instruction)
+    if not m or not labels:
+        return []
+    user, what = m.group(1), labels[-1]
+    els = elements(obs)
+    out: list[Action] = []
+    for i, e in enumerate(els):
+        if e.role != "text" or e.name != user:
+            continue
+        post = _post_after(els, i)
+        icon = what.lower() if what in ("Reply", "Retweet", "Like") else None
+        if icon:
+            out += [click(x.id) for x in post if x.role == "img" and x.name == icon]
+            continue
+        items = [x for x in post if x.role in ("text", "link") and _menu_match(x.name, what)]
+        if items:
+            out += [click(x.id) for x in items]
+        else:
+            out += [click(x.id) for x in post if x.role == "img" and x.name == "more"]
+    return out
+
+
+def _post_after(els: list, i: int) -> list:
+    # A post's lines run from its username to the next post's name line, which comes
+    # right before the next "@user" line.
+    out = []
+    for j in range(i + 1, len(els)):
+        if els[j].role == "text" and els[j].name.startswith("@"):
+            return out[:-1]
+        out.append(els[j])
+    return out
+
+
+def _menu_match(name: str, what: str) -> bool:
+    # Menu items: "Share via DM", "Copy link to Tweet", "Embed Tweet", "Mute @x", ...
+    return name == what or name.startswith(what + " @")
+
+
+EXPERT_FUNCTIONS = {
+    "click-button": click_button,
+    "click-button-sequence": click_button_sequence,
+    "click-link": click_link,
+    "click-dialog": click_dialog,
+    "click-dialog-2": click_dialog_2,
+    "click-tab": click_tab,
+    "click-tab-2": click_tab_2,
+    "click-checkboxes": click_checkboxes,
+    "click-option": click_option,
+    "navigate-tree": navigate_tree,
+    "social-media": social_media,
+}
