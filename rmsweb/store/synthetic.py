@@ -8,6 +8,7 @@ below a runs root through the real writers.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import struct
@@ -54,16 +55,21 @@ def tiny_png(width: int, height: int, boxes: list[tuple[int, int, int, int, tupl
     )
 
 
-def _screenshot(task: str, step: int) -> ScreenshotRow:
-    # A few distinct images per task, so runs exercise deduplication by sha256.
-    shade = (step % 3) * 60
+@functools.cache
+def _screenshot_png(task: str, variant: int) -> bytes:
+    shade = variant * 60
     tint = TASKS.index(task) * 40 if task in TASKS else sum(map(ord, task)) % 200
     boxes = [
         (0, 0, 160, 50, (250 - tint, 230, 150)),  # the utterance band MiniWoB draws
-        (20, 80 + (step % 3) * 30, 80, 22, (70, 110, 200 - shade)),
+        (20, 80 + variant * 30, 80, 22, (70, 110, 200 - shade)),
         (20, 150, 120, 18, (200, 200, 200)),
     ]
-    png = tiny_png(160, 210, boxes)
+    return tiny_png(160, 210, boxes)
+
+
+def _screenshot(task: str, step: int) -> ScreenshotRow:
+    # A few distinct images per task, so runs exercise deduplication by sha256.
+    png = _screenshot_png(task, step % 3)
     return ScreenshotRow(hashlib.sha256(png).hexdigest(), png, 160, 210)
 
 

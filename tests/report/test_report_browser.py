@@ -1,0 +1,141 @@
+"""The report and the viewer in headless Chromium: they load, render, and log no errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rmsweb.report.build import write_report
+from rmsweb.store.synthetic import make_episode, write_demo_runs
+from rmsweb.store.writer import ShardWriter
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+INJECTION = '</script><img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>'
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("browser")
+    runs = write_demo_runs(root / "runs")
+    # An episode whose page text tries to break out of the embedded data.
+    rec = make_episode(
+        run="eval/demo/sft", task="zz-hostile", seed=0, policy="sft", success=False, n_steps=1
+    )
+    rec.steps[0].obs_text = INJECTION
+    with ShardWriter(runs["eval-sft"]) as sink:
+        sink.write(rec)
+    out = root / "report"
+    write_report(out, runs, title="Browser check", viewer_max_episodes=50)
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium")
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def open_page(browser, url: str):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: errors.append("dialog: " + d.message))
+    page.goto(url)
+    page.wait_for_load_state("load")
+    return page, errors
+
+
+def test_report_page(browser, report_dir: Path, tmp_path: Path) -> None:
+    page, errors = open_page(browser, (report_dir / "report.html").as_uri())
+    assert page.title() == "Browser check"
+    headings = page.locator("h2").all_inner_texts()
+    assert headings[:5] == [
+        "Results",
+        "Per-task success",
+        "Collection: reflection retries",
+        "Failure-mode mining",
+        "RL: rewards, gate and losses",
+    ]
+    widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.complete && i.naturalWidth)")
+    assert len(widths) == 5 and all(w > 100 for w in widths), widths
+    assert page.locator("table").first.locator("tbody tr").count() == 4  # 4 policies
+    page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+    page.close()
+    assert errors == []
+
+
+def test_viewer_page(browser, report_dir: Path, tmp_path: Path) -> None:
+    page, errors = open_page(browser, (report_dir / "viewer" / "eval-sft.html").as_uri())
+    items = page.locator("#episode-list li")
+    assert items.count() == 31  # 30 demo episodes + the hostile one (cap 50)
+    # With no hash the first listed episode is shown.
+    first_id = items.first.get_attribute("data-episode")
+    assert page.locator("#episode h2").inner_text().endswith(first_id)
+
+    # Open one episode: every step renders, with its screenshot, output and action.
+    target = items.nth(3)
+    episode_id = target.get_attribute("data-episode")
+    target.click()
+    page.wait_for_function(
+        "id => document.querySelector('#episode h2').textContent.endsWith(id)", arg=episode_id
+    )
+    assert page.evaluate("decodeURIComponent(location.hash.slice(1))") == episode_id
+    steps = page.locator("#steps section.step")
+    n_steps = int(page.locator("dl.facts dt:text-is('steps') + dd").inner_text())
+    assert steps.count() == n_steps > 0
+    assert steps.first.locator("pre.obs").inner_text().startswith('RootWebArea "')
+    assert steps.first.locator("pre.output").inner_text()
+    shot = steps.first.locator(".shot img")
+    assert shot.evaluate("i => i.complete && i.naturalWidth") == 160
+    assert items.nth(3).get_attribute("class") == "active"
+    page.screenshot(path=str(tmp_path / "viewer.png"))
+
+    # Filters: outcome, then task.
+    page.select_option("#f-outcome", "failure")
+    badges = page.locator("#episode-list li .badge").all_inner_texts()
+    assert badges and set(badges) == {"failure"}
+    page.select_option("#f-outcome", "")
+    page.select_option("#f-task", "login-user")
+    ids = page.locator("#episode-list li").evaluate_all("lis => lis.map(l => l.dataset.episode)")
+    assert ids and all(i.startswith("login-user/") for i in ids)
+    page.fill("#f-text", "no such thing")
+    assert page.locator("#episode-list li").count() == 0
+
+    # Hostile page text shows as text and runs nothing.
+    page.goto((report_dir / "viewer" / "eval-sft.html").as_uri() + "#zz-hostile%2F0%2Fsft%2F0")
+    page.wait_for_function(
+        "() => document.querySelector('#episode h2').textContent.includes('zz-hostile')"
+    )
+    assert page.locator("#steps pre.obs").inner_text() == INJECTION
+    assert page.evaluate("window.__pwned") is None
+    page.close()
+    assert errors == []
+
+
+def test_collect_viewer_shows_reflections(browser, report_dir: Path) -> None:
+    page, errors = open_page(browser, (report_dir / "viewer" / "collect.html").as_uri())
+    retried = page.locator("#episode-list li[data-episode$='/1']").first
+    retried.click()
+    page.wait_for_selector("text=Reflections it was conditioned on")
+    assert page.locator(".reflection").count() >= 1
+    page.close()
+    assert errors == []

@@ -1,0 +1,115 @@
+"""Eval rows and tables: exact roll-ups, env errors apart, README-ready markdown."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from rmsweb.report.tables import (
+    eval_metrics,
+    eval_rows,
+    eval_rows_for_run,
+    eval_table,
+    per_task_table,
+)
+from rmsweb.store.stats import wilson_interval
+from rmsweb.store.synthetic import make_episode
+from rmsweb.store.views import connect
+from rmsweb.store.writer import ShardWriter
+
+
+def write(
+    run: Path, specs: list[tuple[str, int, bool, int, int, str | None]], policy: str = "sft"
+) -> None:
+    """specs: (task, seed, success, n_steps, parse_errors, env_error)."""
+    with ShardWriter(run) as sink:
+        for task, seed, ok, n, perr, err in specs:
+            rec = make_episode(
+                run="eval/e/" + policy,
+                task=task,
+                seed=seed,
+                policy=policy,
+                success=ok,
+                n_steps=n,
+                parse_errors=perr,
+                env_error=err,
+            )
+            sink.write(rec)
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    run = tmp_path / "runs" / "eval" / "e" / "sft"
+    write(
+        run,
+        [
+            ("a", 0, True, 2, 0, None),
+            ("a", 1, False, 4, 1, None),
+            ("a", 2, True, 4, 0, None),
+            ("b", 0, True, 3, 0, None),
+            ("b", 1, False, 5, 2, "browser crashed"),  # env error: not in n
+        ],
+    )
+    return run
+
+
+def test_suite_row_is_the_sum_of_task_rows(run: Path) -> None:
+    rows = eval_rows(connect({"eval/e/sft": run}))
+    top, a, b = rows
+    assert (top.task_id, a.task_id, b.task_id) == ("*", "a", "b")
+    # 4 clean episodes, 3 successes; the crashed one only counts as an env error.
+    assert (top.n, top.env_errors) == (4, 1)
+    assert top.success_rate == pytest.approx(3 / 4)
+    assert (top.ci_low, top.ci_high) == pytest.approx(wilson_interval(3, 4))
+    assert top.mean_steps_solved == pytest.approx((2 + 4 + 3) / 3)
+    # Parse errors over the steps of clean episodes: 1 of 2 + 4 + 4 + 3 = 13.
+    assert top.parse_error_rate == pytest.approx(1 / 13)
+    assert (a.n, b.n, b.env_errors) == (3, 1, 1)
+    assert b.success_rate == 1.0 and b.mean_steps_solved == 3.0
+    assert top.run == "eval/e/sft" and top.policy == "sft" and top.suite == "miniwob"
+
+
+def test_eval_rows_for_a_run_folder_anywhere(tmp_path: Path) -> None:
+    out = tmp_path / "stage-out"  # not below runs/: the stage filter must not drop it
+    write(out, [("a", 0, True, 2, 0, None), ("a", 1, False, 2, 0, None)])
+    rows = eval_rows_for_run(out, run="eval/e/sft")
+    assert [(r.task_id, r.n, r.success_rate) for r in rows] == [("*", 2, 0.5), ("a", 2, 0.5)]
+    assert rows[0].run == "eval/e/sft"
+
+
+def test_all_errors_means_no_rate(tmp_path: Path) -> None:
+    run = tmp_path / "r"
+    write(run, [("a", 0, False, 1, 0, "timeout")])
+    (top, _) = eval_rows_for_run(run)
+    assert top.n == 0 and math.isnan(top.success_rate) and (top.ci_low, top.ci_high) == (0.0, 1.0)
+    assert (
+        "| sft | miniwob | test | 0 | — | [0.0, 100.0] | — | 0.0% | 1 |"
+        in eval_table([top]).to_markdown()
+    )
+
+
+def test_markdown_table_is_readme_ready(run: Path) -> None:
+    rows = eval_rows(connect({"eval/e/sft": run}))
+    lo, hi = wilson_interval(3, 4)
+    assert eval_table(rows).to_markdown().splitlines() == [
+        "| Policy | Suite | Split | n | Success | 95% CI | Steps (solved) | Parse errors | Env errors |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| sft | miniwob | test | 4 | 75.0% | [{100 * lo:.1f}, {100 * hi:.1f}] | 3.0 | 7.7% | 1 |",
+    ]
+    assert per_task_table(rows).to_markdown().splitlines()[2:] == [
+        "| a | 66.7% (3) |",
+        "| b | 100.0% (1) |",
+    ]
+
+
+def test_metrics_are_flat_and_keyed_by_policy(run: Path, tmp_path: Path) -> None:
+    other = tmp_path / "runs" / "eval" / "e" / "rl"
+    write(other, [("a", 0, False, 2, 0, None)], policy="rl")
+    rows = eval_rows(connect({"eval/e/sft": run, "eval/e/rl": other}))
+    m = eval_metrics(rows)
+    assert m["success/sft"] == pytest.approx(0.75) and m["success/rl"] == 0.0
+    assert m["n/rl"] == 1 and "ci_low/sft" in m and "steps_solved/rl" in m
+    assert all(isinstance(v, int | float) or v is None for v in m.values())
+    assert per_task_table(rows).headers == ["Task", "rl", "sft"]
