@@ -169,6 +169,7 @@ def test_trl_sft_trainer_steps_on_image_conversations(vl_dir: Path, tmp_path: Pa
         completion_only_loss=True,
         max_length=256,  # as the SFT stage sets it; these samples are ~50 tokens
         bf16=False,  # TRL's default bf16 refuses to run on a CPU
+        activation_checkpointing=False,  # TRL's default is on; pointless for a tiny model
         save_strategy="no",
         report_to=[],
         dataloader_pin_memory=False,
