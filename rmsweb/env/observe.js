@@ -219,8 +219,9 @@ async (opts) => {
 
   // inWidget: inside an interactive element (its text is already that element's name).
   // parentName: name of the nearest emitted ancestor (to drop lines that repeat it).
-  // lists: how many list containers enclose el.
-  function walk(el, depth, inWidget, parentName, lists) {
+  // lists: how many list containers enclose el; indented: whether an element emitted
+  // since the innermost enclosing list already indents el.
+  function walk(el, depth, inWidget, parentName, lists, indented) {
     if (out.length >= MAX_ELEMENTS) return;
     if (SKIP_TAGS.has(el.tagName) || excluded.has(el)) return;
     if (el.getAttribute('aria-hidden') === 'true') return;
@@ -287,18 +288,24 @@ async (opts) => {
       }
     }
     if (emitted) childDepth = depth + 1;
-    // Lists nested in lists (trees, sub-menus) indent their items like a browser does.
+    // A list nested in a list (trees, sub-menus) indents its items like a browser
+    // does, unless an emitted ancestor inside the outer list indents them already.
     const listy = LIST_TAGS.has(el.tagName) || LIST_ROLES.has(el.getAttribute('role') || '');
-    if (listy && !emitted && lists > 0) childDepth = depth + 1;
+    if (listy && !emitted && lists > 0 && !indented) childDepth = depth + 1;
     if (el.tagName === 'SELECT') return; // options are listed on the select's line
     const childLists = lists + (listy ? 1 : 0);
-    for (const c of el.children) walk(c, childDepth, inWidget, childName, childLists);
+    const childIndented = listy ? false : indented || emitted;
+    for (const c of el.children) {
+      walk(c, childDepth, inWidget, childName, childLists, childIndented);
+    }
     if (el.shadowRoot) {
-      for (const c of el.shadowRoot.children) walk(c, childDepth, inWidget, childName, childLists);
+      for (const c of el.shadowRoot.children) {
+        walk(c, childDepth, inWidget, childName, childLists, childIndented);
+      }
     }
   }
 
-  if (document.body) walk(document.body, 0, false, '', 0);
+  if (document.body) walk(document.body, 0, false, '', 0, false);
   if (loading.size > 0 && opts.imageWaitMs > 0) {
     const urls = Array.from(loading).slice(0, 50);
     const wait = Promise.all(urls.map((u) => {
@@ -310,7 +317,7 @@ async (opts) => {
     out = [];
     seen = new Set();
     folded.clear();
-    if (document.body) walk(document.body, 0, false, '', 0);
+    if (document.body) walk(document.body, 0, false, '', 0, false);
   }
   // One JSON string: Playwright transfers it much faster than nested arrays.
   return JSON.stringify({
