@@ -111,3 +111,28 @@ def load_processor(name_or_path: str | Path, revision: str | None = None) -> Any
         kwargs = {"revision": revision} if revision else {}
         return ImageOnlyQwen3VLProcessor.from_pretrained(str(name_or_path), **kwargs)
     return AutoTokenizer.from_pretrained(str(name_or_path), revision=revision)
+
+
+def serve_main(argv: list[str] | None = None) -> None:
+    """`transformers serve`, with the image-only processor registered first.
+
+    A plain `transformers serve` process cannot resolve "ImageOnlyQwen3VLProcessor",
+    falls back to the tokenizer and drops images without a word (measured: the
+    same prompt_tokens with and without an image). The server runs in this
+    process, so registering here is enough:
+    `python -m rmsweb.models.processor serve PATH --device cpu --host 127.0.0.1 --port N`.
+    """
+    import sys
+
+    from transformers.cli.transformers import main
+
+    register()
+    sys.argv = ["transformers", *(sys.argv[1:] if argv is None else argv)]
+    main()
+
+
+if __name__ == "__main__":
+    # Through the package module, so the class registered is the one everyone imports.
+    from rmsweb.models.processor import serve_main as _serve_main
+
+    _serve_main()

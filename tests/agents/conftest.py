@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -130,42 +131,29 @@ def _serve_command() -> list[str]:
     return [str(exe), "serve"]
 
 
-@pytest.fixture(scope="session")
-def transformers_server(
-    served_model: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerInfo]:
-    """`transformers serve` on 127.0.0.1, started once, killed at the end of the session."""
+@contextlib.contextmanager
+def running_server(command: list[str], model: Path, log_path: Path) -> Iterator[ServerInfo]:
+    """Start an OpenAI-compatible server process, wait for /health, kill it on exit."""
     port = free_port()
-    log_path = tmp_path_factory.mktemp("serve_log") / "serve.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    command = [
-        *_serve_command(),
-        str(served_model),
-        "--device",
-        "cpu",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
+    args = [*command, str(model), "--device", "cpu", "--host", "127.0.0.1", "--port", str(port)]
     start = time.perf_counter()
     with log_path.open("w") as log_file:
-        proc = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(args, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = start + 60
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"transformers serve exited {proc.returncode}:\n{log_path.read_text()}")
+                pytest.fail(f"{command} exited {proc.returncode}:\n{log_path.read_text()}")
             try:
                 if httpx.get(f"{base}/health", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
-            if time.perf_counter() > deadline:
-                pytest.fail(f"transformers serve not ready in 60 s:\n{log_path.read_text()}")
+            if time.perf_counter() > start + 60:
+                pytest.fail(f"{command} not ready in 60 s:\n{log_path.read_text()}")
             time.sleep(0.1)
-        yield ServerInfo(f"{base}/v1", str(served_model), time.perf_counter() - start, log_path)
+        yield ServerInfo(f"{base}/v1", str(model), time.perf_counter() - start, log_path)
     finally:
         proc.terminate()
         try:
@@ -173,6 +161,30 @@ def transformers_server(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def transformers_server(
+    served_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerInfo]:
+    """`transformers serve` on 127.0.0.1, started once, killed at the end of the session."""
+    log_path = tmp_path_factory.mktemp("serve_log") / "serve.log"
+    with running_server(_serve_command(), served_model, log_path) as info:
+        yield info
+
+
+@pytest.fixture(scope="session")
+def vl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
+    """A tiny Qwen3-VL behind `python -m rmsweb.models.processor serve` (images kept)."""
+    from rmsweb.models.tiny import TinySize, save_tiny_model
+
+    _serve_command()  # same requirements
+    model = tmp_path_factory.mktemp("served_tiny_vl")
+    save_tiny_model(model, "qwen3_vl", CORPUS, 400, TinySize(), seed=0)
+    log_path = tmp_path_factory.mktemp("serve_vl_log") / "serve.log"
+    command = [sys.executable, "-m", "rmsweb.models.processor", "serve"]
+    with running_server(command, model, log_path) as info:
+        yield info
 
 
 # --------------------------------------------------------------------------- stub

@@ -299,3 +299,22 @@ def _closed_url() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+def test_screenshot_reaches_a_served_tiny_vl_model(vl_server: Any) -> None:
+    """End to end: the image part is decoded server-side and costs image tokens."""
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (160, 120), (200, 30, 30)).save(buf, "PNG")
+    results = []
+    for screenshot in (False, True):
+        pol = policy(
+            vl_server.base_url, vl_server.model, prompt=PromptConfig(screenshot=screenshot)
+        )
+        results.append(asyncio.run(_act_and_close(pol, request(screenshot=buf.getvalue()))))
+    # 160x120 px -> 8x10 patches of 16 -> 20 merged tokens, + <|vision_start|>/<|vision_end|>.
+    assert results[1].tokens_in - results[0].tokens_in == 20 + 2
+    assert results[1].tokens_out > 0
