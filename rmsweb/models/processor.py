@@ -17,7 +17,8 @@ How it fits transformers 5.24's ProcessorMixin (processing_utils.py):
    process that has not called `register()` cannot resolve that name and
    AutoProcessor then silently returns the bare tokenizer (images dropped),
    so rmsweb loads processors through `load_processor`, never AutoProcessor
-   directly, and tests check that an image adds prompt tokens.
+   directly, serves tiny VL models through `serve_main`, and tests check that
+   an image adds prompt tokens.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class ImageOnlyQwen3VLProcessor(Qwen3VLProcessor):
     ) -> list[Any]:
         # The PIL backend, whatever the folder names: AutoImageProcessor would pick the
         # torchvision one for real Qwen3-VL checkpoints where torchvision is installed,
-        # and fail where it is not. Same resize/normalise maths either way.
+        # and fail where it is not. Same resize and normalisation, up to interpolation
+        # rounding.
         image_processor = Qwen2VLImageProcessorPil.from_pretrained(
             pretrained_model_name_or_path, **_hub_kwargs(kwargs)
         )
