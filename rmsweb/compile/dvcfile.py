@@ -21,8 +21,12 @@ def _dump(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
 
 
+# CLI command of each stage kind, where it differs from the kind.
+COMMANDS = {"model": "make-tiny-model"}
+
+
 def stage_command(stage: Stage) -> str:
-    parts = ["rmsweb", stage.kind, "--exp", stage.owner]
+    parts = ["rmsweb", COMMANDS.get(stage.kind, stage.kind), "--exp", stage.owner]
     if stage.variant:
         parts += ["--policy", stage.variant]
     for role, up in stage.upstream.items():

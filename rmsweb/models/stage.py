@@ -18,14 +18,14 @@ from .tiny import TinySize, save_tiny_model
 
 
 def corpus(collect_dir: Path) -> Iterator[str]:
-    from rmsweb.store import read_rows
+    from rmsweb.store.reader import read_rows
 
     yield from (t for t in SYSTEM_PROMPTS.values() if t)
     for ep in read_rows(collect_dir, "episodes"):
-        yield ep["instruction"]
+        yield ep.instruction
     for st in read_rows(collect_dir, "steps"):
-        yield st["obs_text"]
-        yield st["output_text"]
+        yield st.obs_text
+        yield st.output_text
 
 
 def main(io: Any) -> None:  # io: rmsweb.stage_io.StageIO

@@ -41,6 +41,13 @@ class ExpertTeacher(SpecModel):
     detour_rate: float = Field(
         0.0, ge=0, le=1, description="Chance per attempt of redundant steps that still succeed."
     )
+    persistence: float = Field(
+        0.8,
+        ge=0,
+        le=1,
+        description="Chance that a retry repeats the previous attempt's mistakes (a teacher "
+        "tends to repeat itself) unless a reflection names them; otherwise it draws afresh.",
+    )
     error_kinds: list[ErrorKind] = Field(
         default_factory=lambda: [
             "distractor_click",

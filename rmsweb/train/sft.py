@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from rmsweb.agents.base import HistoryItem
-from rmsweb.agents.prompt import PromptConfig, build_messages, completion_text
+from rmsweb.agents.prompt import PromptConfig, build_messages, completion_text, split_thought
 from rmsweb.errors import UserError
+from rmsweb.store.rows import EpisodeRecord
 
 
 @dataclass
@@ -42,52 +43,47 @@ class Sample:
     completion: str
 
 
-def kept_episodes(episodes: list[dict]) -> list[dict]:
+def kept_records(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
     """Per (task, seed): the successful attempt with the fewest steps (then the earliest)."""
-    best: dict[tuple[str, int], dict] = {}
-    for ep in episodes:
-        if not ep["success"] or ep.get("error"):
+    best: dict[tuple[str, int], EpisodeRecord] = {}
+    for rec in records:
+        ep = rec.episode
+        if not ep.success or ep.error:
             continue
-        key = (ep["task_id"], ep["seed"])
+        key = (ep.task_id, ep.seed)
         cur = best.get(key)
-        if cur is None or (ep["n_steps"], ep["attempt"]) < (cur["n_steps"], cur["attempt"]):
-            best[key] = ep
+        if cur is None or (ep.n_steps, ep.attempt) < (cur.episode.n_steps, cur.episode.attempt):
+            best[key] = rec
     return [best[k] for k in sorted(best)]
 
 
 def build_samples(
-    episodes: list[dict],
-    steps_by_episode: dict[str, list[dict]],
-    prompt: PromptConfig,
-    count_tokens: Any,
-    format_action: Any,
+    records: list[EpisodeRecord], prompt: PromptConfig, count_tokens: Any
 ) -> list[Sample]:
     """SFT samples from kept episodes; no reflection text ever enters a sample."""
-    samples: list[Sample] = []
-    for ep in kept_episodes(episodes):
-        history: list[HistoryItem] = []
-        for st in sorted(steps_by_episode.get(ep["episode_id"], []), key=lambda s: s["step"]):
-            if not st["parse_ok"] or st["action"] is None:
-                continue
-            action_text = format_action(st["action"])
-            messages = build_messages(
-                ep["instruction"], st["obs_text"], history, prompt, count_tokens
-            )
-            thought = None
-            if prompt.thoughts:
-                from rmsweb.agents.prompt import split_thought
+    from rmsweb.env.actions import Action, format_action
 
-                thought = split_thought(st["output_text"])
-            samples.append(
-                Sample(
-                    ep["task_id"],
-                    ep["seed"],
-                    st["step"],
-                    messages,
-                    completion_text(action_text, thought),
+    samples: list[Sample] = []
+    for rec in kept_records(records):
+        ep = rec.episode
+        history: list[HistoryItem] = []
+        for st in sorted(rec.steps, key=lambda s: s.step):
+            action_text = format_action(Action.from_row(st.action)) if st.action else None
+            if st.parse_ok and action_text is not None:
+                messages = build_messages(
+                    ep.instruction, st.obs_text, history, prompt, count_tokens
                 )
-            )
-            history.append(HistoryItem(st["output_text"], action_text, st["env_error"]))
+                thought = split_thought(st.output_text) if prompt.thoughts else None
+                samples.append(
+                    Sample(
+                        ep.task_id,
+                        ep.seed,
+                        st.step,
+                        messages,
+                        completion_text(action_text, thought),
+                    )
+                )
+            history.append(HistoryItem(st.output_text, action_text, st.env_error))
     return samples
 
 
@@ -240,9 +236,8 @@ def write_loss_curve(path: Path, history: list[dict]) -> list[dict]:
 def main(io: Any) -> None:  # io: rmsweb.stage_io.StageIO
     import torch
 
-    from rmsweb.env.actions import format_row_action
     from rmsweb.models.load import load_model
-    from rmsweb.store import read_rows
+    from rmsweb.store.reader import read_records
 
     spec = io.spec
     s, m = spec.sft, spec.model
@@ -262,15 +257,12 @@ def main(io: Any) -> None:  # io: rmsweb.stage_io.StageIO
         screenshot=m.prompt.screenshot,
         system=m.prompt.system,
     )
-    episodes = read_rows(collect_dir, "episodes")
-    steps: dict[str, list[dict]] = {}
-    for st in read_rows(collect_dir, "steps"):
-        steps.setdefault(st["episode_id"], []).append(st)
+    records = read_records(collect_dir)
 
     def count(text: str) -> int:
         return len(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    samples = build_samples(episodes, steps, prompt, count, format_row_action)
+    samples = build_samples(records, prompt, count)
     if not samples:
         raise UserError(
             f"no successful collected episodes in {collect_dir}: nothing to train on. "

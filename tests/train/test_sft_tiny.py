@@ -10,7 +10,8 @@ import torch
 from rmsweb.agents.prompt import PromptConfig, build_messages
 from rmsweb.models.tiny import TinySize, build_text_model
 from rmsweb.models.tokenizer import train_tokenizer
-from rmsweb.train.sft import Sample, SFTHyper, kept_episodes, train_sft
+from rmsweb.store.rows import ActionRow, EpisodeRecord, EpisodeRow, StepRow
+from rmsweb.train.sft import Sample, SFTHyper, build_samples, kept_records, train_sft
 
 WORDS = ["alpha", "beta", "gamma", "delta", "submit", "cancel", "ok", "next", "prev", "yes"]
 
@@ -66,26 +67,41 @@ def test_sft_changes_parameters_and_lowers_loss(tmp_path: Path) -> None:
     assert (tmp_path / "work" / "checkpoint-40").is_dir()  # resume point written
 
 
-def test_kept_episode_is_the_shortest_success() -> None:
-    eps = [
-        {
-            "episode_id": "a",
-            "task_id": "t",
-            "seed": 1,
-            "attempt": 0,
-            "success": False,
-            "n_steps": 2,
-        },
-        {"episode_id": "b", "task_id": "t", "seed": 1, "attempt": 1, "success": True, "n_steps": 5},
-        {"episode_id": "c", "task_id": "t", "seed": 1, "attempt": 2, "success": True, "n_steps": 3},
-        {
-            "episode_id": "d",
-            "task_id": "t",
-            "seed": 2,
-            "attempt": 0,
-            "success": True,
-            "n_steps": 3,
-            "error": "browser crashed",
-        },
+def _rec(eid: str, seed: int, attempt: int, success: bool, n: int, error: str | None = None):
+    ep = EpisodeRow(eid, "r", "collect", "miniwob", "t", seed, "train", "expert", attempt, success)
+    ep.n_steps, ep.error, ep.instruction = n, error, "Click ok"
+    steps = [
+        StepRow(
+            eid,
+            i,
+            "u",
+            f'[{i}] button "ok"',
+            None,
+            f"click({i})",
+            ActionRow("click", str(i)),
+            True,
+            None,
+            0.0,
+            False,
+            0.0,
+        )
+        for i in range(n)
     ]
-    assert [e["episode_id"] for e in kept_episodes(eps)] == ["c"]
+    return EpisodeRecord(ep, steps)
+
+
+def test_kept_episode_is_the_shortest_success() -> None:
+    recs = [
+        _rec("a", 1, 0, False, 2),
+        _rec("b", 1, 1, True, 5),
+        _rec("c", 1, 2, True, 3),
+        _rec("d", 2, 0, True, 3, error="browser crashed"),
+    ]
+    assert [r.episode.episode_id for r in kept_records(recs)] == ["c"]
+    samples = build_samples(recs, PromptConfig(system="none"), lambda s: len(s.split()))
+    assert [s.completion for s in samples] == [
+        "Action: click(0)",
+        "Action: click(1)",
+        "Action: click(2)",
+    ]
+    assert "Previous actions:\nclick(0)\nclick(1)" in samples[2].messages[-1]["content"]

@@ -1,0 +1,90 @@
+"""Build policies from spec sections: the one place where configs become plain arguments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rmsweb.agents.prompt import PromptConfig
+
+
+def prompt_config(model_spec: Any) -> PromptConfig:
+    p = model_spec.prompt
+    return PromptConfig(
+        history_steps=p.history_steps,
+        max_prompt_tokens=p.max_prompt_tokens,
+        thoughts=p.thoughts,
+        screenshot=p.screenshot,
+        system=p.system,
+    )
+
+
+def expert_policy(suite: Any, tasks: list[str], name: str = "expert") -> Any:
+    from rmsweb.agents.expert import ExpertPolicy
+    from rmsweb.errors import UserError
+
+    experts = {t: suite.expert(t) for t in tasks}
+    missing = sorted(t for t, e in experts.items() if e is None)
+    if missing:
+        raise UserError(
+            f"no scripted expert for {', '.join(missing)}; `rmsweb suite list miniwob` marks the "
+            "tasks that have one. Drop these tasks or use an openai teacher."
+        )
+    return ExpertPolicy(experts, name=name)
+
+
+def checkpoint_policy(
+    model_dir: Path,
+    model_spec: Any,
+    name: str,
+    temperature: float = 0.0,
+    seed: int = 0,
+) -> Any:
+    """An `hf` (or `vllm`) policy over a trained checkpoint folder."""
+    from rmsweb.errors import UserError
+
+    backend = model_spec.backend
+    if backend.kind != "hf":
+        raise UserError(
+            f"model.backend.kind {backend.kind!r} needs the gpu extra (vLLM); on CPU use "
+            "`backend: {kind: hf}`."
+        )
+    from rmsweb.agents.hf_policy import HFPolicy
+    from rmsweb.models.load import load_model
+
+    dtype = "float32" if model_spec.kind == "tiny" else model_spec.dtype
+    loaded = load_model(model_dir, dtype=dtype, device=backend.device)
+    return HFPolicy(
+        loaded,
+        prompt_config(model_spec),
+        name=name,
+        batch_size=backend.batch_size,
+        max_new_tokens=model_spec.prompt.max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+    )
+
+
+def eval_policy(policy_spec: Any, spec: Any, suite: Any, inputs: dict[str, Path]) -> Any:
+    """The policy an eval stage runs, from its entry in `eval.policies`."""
+    kind = policy_spec.kind
+    tasks = list(spec.suite.tasks)
+    if kind == "expert":
+        return expert_policy(suite, tasks, name=policy_spec.name)
+    if kind == "random":
+        from rmsweb.agents.random_policy import RandomPolicy
+
+        return RandomPolicy(name=policy_spec.name, seed=spec.seed)
+    if kind == "checkpoint":
+        return checkpoint_policy(
+            inputs["policy"] / "model",
+            spec.model,
+            policy_spec.name,
+            temperature=spec.eval.temperature,
+            seed=spec.seed,
+        )
+    if kind == "openai":
+        from rmsweb.agents.openai_policy import from_spec
+
+        return from_spec(policy_spec, prompt_config(spec.model), policy_spec.name)
+    raise ValueError(f"unknown policy kind {kind!r}")

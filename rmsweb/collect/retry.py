@@ -1,0 +1,89 @@
+"""Reflection-conditioned retries (RMSWeb recipe part R), as a small pure loop.
+
+How this departs from plain rollouts:
+1. After each attempt a judge decides: success without detours ends the loop.
+   A success with detours (more steps than reference_length * (1 + detour_slack),
+   or steps the judge marks as redundant) or a failure is retried.
+2. In `reflect` mode a reflector writes a short reflection on the attempt and
+   the next attempt is conditioned on all reflections so far. In `blind` mode
+   the teacher simply tries again; in `none` mode there is one attempt.
+3. The budget (max attempts per task and seed) is the same for every mode, so
+   yields compare at equal teacher budget.
+4. The kept attempt is the shortest successful one (ties: the earliest). The
+   SFT samples built from it never contain the reflection text.
+Every attempt and every reflection is returned for storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from rmsweb.store.rows import EpisodeRecord
+
+
+@dataclass(frozen=True)
+class Verdict:
+    success: bool
+    detour: bool = False
+    reference_length: int | None = None  # gold number of steps, when known
+    redundant_steps: tuple[int, ...] = ()  # steps the judge found unnecessary
+
+
+@dataclass
+class Reflection:
+    attempt: int  # the attempt reflected on
+    text: str
+    source: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+@dataclass
+class RetryOutcome:
+    attempts: list[EpisodeRecord] = field(default_factory=list)
+    verdicts: list[Verdict] = field(default_factory=list)
+    reflections: list[Reflection] = field(default_factory=list)
+
+    @property
+    def kept(self) -> int | None:
+        """Index of the kept attempt: the shortest success, earliest on ties."""
+        wins = [i for i, v in enumerate(self.verdicts) if v.success]
+        if not wins:
+            return None
+        return min(wins, key=lambda i: (self.attempts[i].episode.n_steps, i))
+
+
+AttemptFn = Callable[[int, Sequence[str]], Awaitable[EpisodeRecord]]
+JudgeFn = Callable[[EpisodeRecord], Awaitable[Verdict]]
+ReflectFn = Callable[[EpisodeRecord, Verdict, Sequence[str]], Awaitable[Reflection]]
+
+
+def is_detour(n_steps: int, reference_length: int | None, slack: float) -> bool:
+    return reference_length is not None and n_steps > reference_length * (1 + slack)
+
+
+class RetryLoop:
+    def __init__(self, mode: str, max_retries: int, budget: int | None = None) -> None:
+        if mode not in ("none", "blind", "reflect"):
+            raise ValueError(f"unknown retry mode {mode!r}")
+        self.mode = mode
+        self.attempts = 1 if mode == "none" else 1 + max_retries
+        if budget is not None:
+            self.attempts = min(self.attempts, budget)
+
+    async def run(self, attempt: AttemptFn, judge: JudgeFn, reflect: ReflectFn) -> RetryOutcome:
+        out = RetryOutcome()
+        texts: list[str] = []
+        for k in range(self.attempts):
+            record = await attempt(k, tuple(texts) if self.mode == "reflect" else ())
+            verdict = await judge(record)
+            out.attempts.append(record)
+            out.verdicts.append(verdict)
+            if verdict.success and not verdict.detour:
+                break
+            if k + 1 < self.attempts and self.mode == "reflect":
+                reflection = await reflect(record, verdict, tuple(texts))
+                out.reflections.append(reflection)
+                texts.append(reflection.text)
+        return out
