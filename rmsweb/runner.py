@@ -176,33 +176,29 @@ class EpisodeRunner:
         for env_try in range(self.max_env_retries + 1):
             async with self.pool.slot() as slot:
                 timing = Timing()
+                budget = asyncio.timeout(self.episode_timeout_s)
                 try:
-                    record = await asyncio.wait_for(
-                        self._episode(
+                    async with budget:
+                        record = await self._episode(
                             slot, policy, task_id, seed, split, attempt, reflections, timing
-                        ),
-                        self.episode_timeout_s,
-                    )
-                except (EnvError, TimeoutError) as exc:
-                    if isinstance(exc, EnvError):
-                        last_error = str(exc)
-                    else:
-                        last_error = f"episode took longer than {self.episode_timeout_s:g} s"
-                    log.warning(
-                        "%s seed %d try %d: environment error: %s",
-                        task_id,
-                        seed,
-                        env_try,
-                        last_error,
-                    )
-                    self.pool.discard(slot)
-                    continue
-                self.timing.add(timing)
-                ep = record.episode
-                ep.env_retries = env_try
-                ep.started_at = started_at
-                ep.wall_s = time.perf_counter() - t0
-                return record
+                        )
+                except EnvError as exc:
+                    last_error = str(exc)
+                except TimeoutError:
+                    if not budget.expired():
+                        raise  # a timeout of the policy's own, not the episode's
+                    last_error = f"episode took longer than {self.episode_timeout_s:g} s"
+                else:
+                    self.timing.add(timing)
+                    ep = record.episode
+                    ep.env_retries = env_try
+                    ep.started_at = started_at
+                    ep.wall_s = time.perf_counter() - t0
+                    return record
+                log.warning(
+                    "%s seed %d try %d: environment error: %s", task_id, seed, env_try, last_error
+                )
+                self.pool.discard(slot)
         # Retries exhausted: the episode is reported as an environment error.
         row = self._episode_row(task_id, seed, split, policy, attempt)
         row.error = last_error

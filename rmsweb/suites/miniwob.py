@@ -34,7 +34,7 @@ EXCLUDE = ("#query", "#reward-display", "#sync-task-cover", "#click-canvas")
 # Effectively no time limit (ms); setTimeout accepts at most 2**31-1.
 NO_TIME_LIMIT_MS = 100_000_000
 
-_START = """async ([seed, token, limit]) => {
+START_JS = """async ([seed, token, limit]) => {
   for (let i = 0; i < 500 && !document.getElementById('sync-task-cover'); i++) {
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -51,7 +51,7 @@ _START = """async ([seed, token, limit]) => {
   return {utterance: String(u), box: [r.left, r.top, r.width, r.height]};
 }"""
 
-_STATE = """() => ({
+STATE_JS = """() => ({
   token: window.__rmswebEpisode || null,
   done: typeof WOB_DONE_GLOBAL === 'undefined' ? null : WOB_DONE_GLOBAL,
   raw: typeof WOB_RAW_REWARD_GLOBAL === 'undefined' ? 0 : WOB_RAW_REWARD_GLOBAL,
@@ -109,7 +109,7 @@ class MiniWoBTask:
         )
         self._token = secrets.token_hex(6)
         started = await session.evaluate(
-            _START, [self.seed, self._token, NO_TIME_LIMIT_MS], "start episode"
+            START_JS, [self.seed, self._token, NO_TIME_LIMIT_MS], "start episode"
         )
         if not started:
             raise EnvError(f"{self.id}: the task page did not initialise (no core.js / cover)")
@@ -120,7 +120,7 @@ class MiniWoBTask:
         return self.instruction
 
     async def evaluate(self, session: PageSession, answer: str | None) -> Outcome:
-        state = await session.evaluate(_STATE, None, "read reward")
+        state = await session.evaluate(STATE_JS, None, "read reward")
         if state["token"] != self._token:
             raise EnvError(f"{self.id}: the task page was reloaded or left ({session.page.url})")
         done = bool(state["done"])
