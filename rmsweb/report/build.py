@@ -25,7 +25,14 @@ from rmsweb.report.document import (
     to_html,
     to_markdown,
 )
-from rmsweb.report.tables import eval_metrics, eval_rows, eval_table, num, pct, per_task_table
+from rmsweb.report.tables import (
+    eval_metrics,
+    eval_rows_from,
+    eval_table,
+    num,
+    pct,
+    per_task_table,
+)
 from rmsweb.store.layout import run_name
 from rmsweb.store.rows import EvalRow
 
@@ -353,7 +360,7 @@ def build_report(runs: Mapping[str, Path], *, title: str) -> Report:
     con = connect(named)
     try:
         data = queries.run_all(con)
-        rows = eval_rows(con)
+        rows = eval_rows_from(data["eval_by_task"])
         counts: dict[str, dict[str, int]] = {}
         for role, path in runs.items():
             name = run_name(path).replace("'", "''")

@@ -51,7 +51,11 @@ def eval_rows(con: duckdb.DuckDBPyConnection, *, stage: str | None = "eval") -> 
     Counts are summed per task in SQL and rolled up here, so the suite row is
     exactly the sum of its task rows. `stage=None` takes every run in the views.
     """
-    by_task = eval_by_task(con, stage=stage)
+    return eval_rows_from(eval_by_task(con, stage=stage))
+
+
+def eval_rows_from(by_task: list[dict[str, Any]]) -> list[EvalRow]:
+    """EvalRows from the rows of `queries.eval_by_task` (when the caller already has them)."""
     suites: dict[tuple, dict[str, float]] = {}
     keys: dict[tuple, dict[str, Any]] = {}
     for r in by_task:

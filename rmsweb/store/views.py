@@ -14,6 +14,7 @@ gets an empty view with the right columns, so queries never fail on it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,7 +46,8 @@ def _branch(run: str, table: str, infos: list[ShardInfo]) -> str:
     select += [
         _ident(f.name) if f.name in have else _null(f.name, duckdb_type(f.type)) for f in cols
     ]
-    files = ", ".join(_lit(str(Path(i.path).resolve())) for i in infos)
+    # Absolute paths, so the printed views work from any directory (`duckdb -init`).
+    files = ", ".join(_lit(os.path.abspath(i.path)) for i in infos)
     # Shards of different schema versions have different columns: align them by name.
     by_name = ", union_by_name = true" if len({i.columns for i in infos}) > 1 else ""
     return f"SELECT {', '.join(select)}\nFROM read_parquet([{files}]{by_name})"

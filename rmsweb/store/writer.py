@@ -87,7 +87,7 @@ class ShardWriter:
         self,
         run_dir: Path,
         *,
-        max_episodes: int = 256,
+        max_episodes: int = 1000,
         max_bytes: int = 64 * 2**20,
         max_seconds: float = 60.0,
         writer_id: str | None = None,
@@ -205,8 +205,12 @@ class ShardWriter:
         if not any(self._buf.values()):
             return
         name = layout.part_name(self._next, self.writer_id)
-        # Companions first, episodes last: the episodes file commits the shard.
+        # Companions first, episodes last: the episodes file commits the shard. Empty
+        # companions are not written (fewer small files for DVC and for readers to check);
+        # the episodes file is, even when empty, as the shard's commit marker.
         for table in (*COMPANION_TABLES, "episodes"):
+            if table != "episodes" and not self._buf[table]:
+                continue
             data = rows_to_arrow(table, self._buf[table])
             write_parquet_atomic(self.run_dir / table / name, data)
         self._next += 1

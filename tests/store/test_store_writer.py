@@ -42,8 +42,11 @@ def test_buffers_whole_episodes_until_max_episodes_then_on_close(tmp_path: Path)
     sink.write(ep(3))
     sink.close()
     assert names(tmp_path, "episodes") == ["part-00000.parquet", "part-00001.parquet"]
-    for table in ("steps", "screenshots", "reflections"):
-        assert names(tmp_path, table) == names(tmp_path, "episodes")  # one shard = same name
+    assert names(tmp_path, "steps") == names(tmp_path, "episodes")  # one shard = same name
+    # Empty companions are not written: no reflections at all, and shard 1's screenshots
+    # were all stored by shard 0 already (same task images, deduplicated).
+    assert names(tmp_path, "screenshots") == ["part-00000.parquet"]
+    assert names(tmp_path, "reflections") == []
     assert len(read_rows(tmp_path, "steps")) == 8
 
 

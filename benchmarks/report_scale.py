@@ -1,0 +1,603 @@
+"""Scale check of the report: 1,000,000 steps over 50,000 episodes, DuckDB vs pandas.
+
+    python benchmarks/report_scale.py [--dir DIR] [--keep]
+
+1. Synthesizes runs shaped like a real experiment's (3 eval runs of 10k
+   episodes, a collect run of 20k episodes with retries, mined states, RL
+   groups) as Parquet shards with the store's schemas, 1,000 episodes a shard.
+2. In a fresh process, times the report's aggregations exactly as the report
+   stage runs them: building the views (footer checks of every shard) plus
+   `rmsweb.report.queries.run_all` plus `rmsweb.report.tables.eval_rows`.
+3. In another fresh process, times the same aggregations in pandas (reading
+   the same columns with pyarrow, then groupby/merge).
+4. Checks both give the same numbers, then prints per-query times, each
+   phase's peak RSS, and as the last line
+   `duckdb_s=X pandas_s=Y speedup=Z peak_mb=M`
+   where peak_mb is the peak RSS of the DuckDB (report) process.
+
+Goals: DuckDB total <= 5 s, >= 5x faster than pandas, peak <= 2 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+EPISODES = 50_000
+STEPS = 1_000_000
+SHARD_EPISODES = 1_000
+EVAL_POLICIES = {"expert": 0.95, "random": 0.08, "sft": 0.6}  # 10k episodes each
+EVAL_PER_POLICY = 10_000
+COLLECT_EPISODES = EPISODES - EVAL_PER_POLICY * len(EVAL_POLICIES)  # 20k
+TASKS = [f"task-{i:02d}" for i in range(50)]
+MODES = ["wrong_element", "wrong_type", "wrong_argument", "premature_answer", "loop", None]
+REASONS = ["accepted", "no_contrast", "too_hard", "too_easy"]
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+# --------------------------------------------------------------------------- synthesis
+
+
+def _episode_frame(rng, n: int, policy: str, rate: float, collect: bool) -> dict:
+    """Column arrays of n episodes (collect: units of up to 4 attempts, stopping at success)."""
+    import numpy as np
+
+    if not collect:
+        task = rng.integers(0, len(TASKS), n)
+        seed = np.arange(n)
+        attempt = np.zeros(n, dtype=np.int64)
+        success = rng.random(n) < rate
+    else:
+        task, seed, attempt, success = [], [], [], []
+        unit = 0
+        while len(task) < n:
+            for a in range(4):
+                ok = rng.random() < 0.35 + 0.2 * a
+                task.append(unit % len(TASKS))
+                seed.append(unit)
+                attempt.append(a)
+                success.append(ok)
+                if ok or len(task) == n:
+                    break
+            unit += 1
+        task, seed = np.array(task), np.array(seed)
+        attempt, success = np.array(attempt, dtype=np.int64), np.array(success)
+    error = rng.random(n) < 0.01  # environment errors, counted apart
+    return {"task": task, "seed": seed, "attempt": attempt, "success": success, "error": error}
+
+
+def _write_run(run_dir: Path, rng, frame: dict, n_steps, policy: str, stage: str) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from rmsweb.store.layout import part_name
+    from rmsweb.store.schemas import schema
+    from rmsweb.store.writer import write_parquet_atomic
+
+    obs_pool = pa.array(
+        [
+            "\n".join(f'  [{j}] button "Option {(i * 7 + j) % 97}"' for j in range(12))
+            for i in range(500)
+        ]
+    )
+    out_pool = pa.array([f"Thought: option {i} fits.\nAction: click({i % 12})" for i in range(200)])
+    sha_pool = pa.array([f"{i:064x}" for i in range(300)])
+    n = len(frame["task"])
+    ids = np.array(
+        [
+            f"{TASKS[t]}/{s}/{policy}/{a}"
+            for t, s, a in zip(frame["task"], frame["seed"], frame["attempt"], strict=True)
+        ],
+        dtype=object,
+    )
+    for part, start in enumerate(range(0, n, SHARD_EPISODES)):
+        sl = slice(start, start + SHARD_EPISODES)
+        k = len(ids[sl])
+        lens = n_steps[sl]
+        ep = {
+            "episode_id": ids[sl],
+            "run": [f"{stage}/bench"] * k,
+            "stage": [stage] * k,
+            "suite": ["miniwob"] * k,
+            "task_id": [TASKS[t] for t in frame["task"][sl]],
+            "seed": frame["seed"][sl],
+            "split": ["train" if stage == "collect" else "test"] * k,
+            "policy": [policy] * k,
+            "attempt": frame["attempt"][sl],
+            "success": frame["success"][sl] & ~frame["error"][sl],
+            "reward": frame["success"][sl].astype(float),
+            "n_steps": lens,
+            "answer": [None] * k,
+            "error": [("browser crashed" if e else None) for e in frame["error"][sl]],
+            "started_at": np.full(k, 1.78e9),
+            "wall_s": lens * 0.3,
+            "tokens_in": lens * 350,
+            "tokens_out": lens * 25,
+            "instruction": ["Click the right option."] * k,
+            "env_retries": np.zeros(k, dtype=np.int64),
+        }
+        total = int(lens.sum())
+        step_ids = np.repeat(ids[sl], lens)
+        step_no = np.concatenate([np.arange(m) for m in lens]) if total else np.array([], int)
+        parse_ok = rng.random(total) > 0.03
+        with_shot = rng.random(total) < 0.3
+        shot_idx = rng.integers(0, len(sha_pool), total)
+        shots = sha_pool.take(pa.array(shot_idx)).to_pylist()
+        action_type = np.where(parse_ok, "click", None)
+        steps = {
+            "episode_id": step_ids,
+            "step": step_no,
+            "url": ["http://127.0.0.1:8765/miniwob/page.html"] * total,
+            "obs_text": obs_pool.take(pa.array(rng.integers(0, len(obs_pool), total))),
+            "screenshot": [s if w else None for s, w in zip(shots, with_shot, strict=True)],
+            "output_text": out_pool.take(pa.array(rng.integers(0, len(out_pool), total))),
+            "action": pa.array(
+                [{"type": t, "target": "3"} if t else None for t in action_type],
+                type=schema("steps").field("action").type,
+            ),
+            "parse_ok": parse_ok,
+            "env_error": [None] * total,
+            "reward": np.zeros(total),
+            "done": np.concatenate([np.arange(m) == m - 1 for m in lens]) if total else [],
+            "latency_s": rng.random(total) * 0.2,
+            "parse_error": [None if ok else "no Action: line" for ok in parse_ok],
+        }
+        name = part_name(part)
+        for table, cols in (("steps", steps), ("episodes", ep)):
+            sch = schema(table)
+            data = pa.Table.from_arrays([pa.array(cols[f.name], f.type) for f in sch], schema=sch)
+            write_parquet_atomic(run_dir / table / name, data)
+
+
+def _write_table(path: Path, table: str, cols: dict) -> None:
+    import pyarrow as pa
+
+    from rmsweb.store.schemas import schema
+    from rmsweb.store.writer import write_parquet_atomic
+
+    sch = schema(table)
+    data = pa.Table.from_arrays([pa.array(cols[f.name], f.type) for f in sch], schema=sch)
+    write_parquet_atomic(path, data)
+
+
+def synthesize(root: Path, scale: int = 1) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    episodes, steps = EPISODES * scale, STEPS * scale
+    frames = {
+        f"eval/bench/{p}": (_episode_frame(rng, EVAL_PER_POLICY * scale, p, r, False), p, "eval")
+        for p, r in EVAL_POLICIES.items()
+    }
+    frames["collect/bench"] = (
+        _episode_frame(rng, COLLECT_EPISODES * scale, "teacher", 0, True),
+        "teacher",
+        "collect",
+    )
+    # Step counts 1..39 (mean 20), then nudged so they sum to exactly `steps`.
+    lengths = rng.integers(1, 40, episodes)
+    diff = steps - int(lengths.sum())
+    idx = rng.permutation(episodes)
+    for i in idx:
+        if diff == 0:
+            break
+        step = 1 if diff > 0 else -1
+        if 1 <= lengths[i] + step <= 60:
+            lengths[i] += step
+            diff -= step
+    offset = 0
+    for run, (frame, policy, stage) in frames.items():
+        n = len(frame["task"])
+        _write_run(root / run, rng, frame, lengths[offset : offset + n], policy, stage)
+        offset += n
+
+    n_states = 20_000
+    _write_table(
+        root / "mine/bench/mined_states/part-00000.parquet",
+        "mined_states",
+        {
+            "state_id": [f"s{i}" for i in range(n_states)],
+            "episode_id": [f"e{i}" for i in range(n_states)],
+            "step": rng.integers(0, 20, n_states),
+            "obs_text": ["[1] button"] * n_states,
+            "screenshot": [None] * n_states,
+            "history": [["click(1)"]] * n_states,
+            "reference_actions": [["click(3)"]] * n_states,
+            "policy_action": ["click(2)"] * n_states,
+            "failure_mode": [MODES[i] for i in rng.integers(0, len(MODES), n_states)],
+            "weight": rng.random(n_states) + 0.5,
+            "task_id": [TASKS[i] for i in rng.integers(0, len(TASKS), n_states)],
+            "instruction": ["Click."] * n_states,
+        },
+    )
+    steps, groups = 200, 64
+    n = steps * groups
+    rewards = rng.choice([-1.0, 1.0], size=(n, 8))
+    accepted_reason = [REASONS[i] for i in rng.integers(0, len(REASONS), n)]
+    accepted = [r == "accepted" for r in accepted_reason]
+    _write_table(
+        root / "rl/bench/rl_groups/part-00000.parquet",
+        "rl_groups",
+        {
+            "rl_step": np.repeat(np.arange(steps), groups),
+            "state_id": [f"s{i % n_states}" for i in range(n)],
+            "rewards": rewards.tolist(),
+            "mean": rewards.mean(axis=1),
+            "std": rewards.std(axis=1),
+            "accepted": accepted,
+            "reason": accepted_reason,
+            "pg_loss": [0.01 if a else None for a in accepted],
+            "anchor_loss": [None if a else 1.0 for a in accepted],
+        },
+    )
+
+
+# --------------------------------------------------------------------------- DuckDB phase
+
+
+def duckdb_once(root: Path) -> tuple[dict[str, float], dict[str, list[dict]]]:
+    """One pass of what the report stage does: views, every aggregation, the eval rows."""
+    from rmsweb.report import queries
+    from rmsweb.report.tables import eval_rows_from
+    from rmsweb.store.layout import find_runs
+    from rmsweb.store.views import connect
+
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    con = connect(find_runs(root))
+    timings["views (find runs, footer checks)"] = time.perf_counter() - t
+    results = {}
+    for name, fn in queries.QUERIES.items():
+        t = time.perf_counter()
+        results[name] = fn(con)
+        timings[name] = time.perf_counter() - t
+    t = time.perf_counter()
+    eval_rows_from(results["eval_by_task"])
+    timings["eval rows + Wilson CIs"] = time.perf_counter() - t
+    con.close()
+    return timings, results
+
+
+def run_phase(once, root: Path, repeat: int, imports: list[str]) -> dict:
+    """Import, then time `once` `repeat` times in this process; medians per step."""
+    import importlib
+    import statistics
+
+    # Library imports are a fixed start-up cost of any process, timed apart and the
+    # same way in both phases: the goal is about the aggregations.
+    t0 = time.perf_counter()
+    for module in imports:
+        importlib.import_module(module)
+    t_import = time.perf_counter() - t0
+    runs = [once(root) for _ in range(repeat)]
+    totals = [sum(timings.values()) for timings, _ in runs]
+    names = list(runs[0][0])
+    return {
+        "timings": {n: statistics.median(t[n] for t, _ in runs) for n in names},
+        "total_s": statistics.median(totals),
+        "min_s": min(totals),
+        "max_s": max(totals),
+        "import_s": t_import,
+        "peak_mb": peak_mb(),
+        "check": _canonical(runs[-1][1]),
+    }
+
+
+# --------------------------------------------------------------------------- pandas phase
+
+
+def _pq_read_many(paths, columns):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pa.concat_tables([pq.read_table(p, columns=columns) for p in paths])
+
+
+def pandas_once(root: Path) -> tuple[dict[str, float], dict[str, list[dict]]]:
+    """The same aggregations in pandas, reading the same columns with pyarrow."""
+    timings: dict[str, float] = {}
+    results: dict[str, list[dict]] = {}
+
+    def timed(name, fn):
+        t = time.perf_counter()
+        results[name] = fn()
+        timings[name] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    ep = _read_all(
+        root,
+        "episodes",
+        [
+            "episode_id",
+            "policy",
+            "suite",
+            "split",
+            "task_id",
+            "seed",
+            "attempt",
+            "success",
+            "error",
+            "n_steps",
+            "wall_s",
+            "tokens_in",
+            "tokens_out",
+        ],
+    )
+    st = _read_all(root, "steps", ["episode_id", "parse_ok"])
+    ms = _read_all(root, "mined_states", ["failure_mode", "weight", "task_id"])
+    rl = _read_all(
+        root,
+        "rl_groups",
+        ["rl_step", "mean", "std", "accepted", "reason", "pg_loss", "anchor_loss"],
+    )
+    timings["read (pyarrow -> pandas)"] = time.perf_counter() - t
+
+    def eval_by_task():
+        e = ep[ep.stage == "eval"]
+        s = st[st.stage == "eval"]
+        per_ep = (
+            s.assign(perr=~s.parse_ok)
+            .groupby(["run", "episode_id"], sort=False)
+            .agg(steps=("perr", "size"), parse_errors=("perr", "sum"))
+            .reset_index()
+        )
+        m = e.merge(per_ep, on=["run", "episode_id"], how="left")
+        clean = m.error.isna()
+        m = m.assign(
+            n=clean,
+            successes=clean & m.success,
+            env_errors=~clean,
+            solved_steps=m.n_steps.where(clean & m.success, 0),
+            steps=m.steps.fillna(0).where(clean, 0),
+            parse_errors=m.parse_errors.fillna(0).where(clean, 0),
+        )
+        g = m.groupby(["run", "policy", "suite", "split", "task_id"]).agg(
+            n=("n", "sum"),
+            successes=("successes", "sum"),
+            env_errors=("env_errors", "sum"),
+            solved_steps=("solved_steps", "sum"),
+            steps=("steps", "sum"),
+            parse_errors=("parse_errors", "sum"),
+            wall_s=("wall_s", "sum"),
+        )
+        return g.reset_index().to_dict("records")
+
+    def collect_attempts():
+        c = ep[ep.stage == "collect"]
+        ok = c.success & c.error.isna()
+        g = (
+            c.assign(ok=ok)
+            .groupby(["run", "attempt"])
+            .agg(attempts=("ok", "size"), successes=("ok", "sum"))
+        )
+        return g.reset_index().to_dict("records")
+
+    def collect_first_success():
+        c = ep[ep.stage == "collect"]
+        keys = ["run", "task_id", "seed", "policy"]
+        first = c[c.success & c.error.isna()].groupby(keys).attempt.min().rename("first_ok")
+        units = c[keys].drop_duplicates().merge(first.reset_index(), on=keys, how="left")
+        g = units.groupby(["run", "first_ok"], dropna=False).size().rename("units")
+        return g.reset_index().to_dict("records")
+
+    def kept_frame():
+        c = ep[(ep.stage == "collect") & ep.success & ep.error.isna()]
+        c = c.sort_values(["n_steps", "attempt"], kind="stable")
+        return c, c.drop_duplicates(["run", "task_id", "seed", "policy"])
+
+    def collect_kept():
+        ok, kept = kept_frame()
+        c = ep[ep.stage == "collect"]
+        cost = c.groupby("run").agg(
+            episodes=("episode_id", "size"),
+            tokens_in=("tokens_in", "sum"),
+            tokens_out=("tokens_out", "sum"),
+            wall_s=("wall_s", "sum"),
+        )
+        cost["units"] = c.groupby("run")[["task_id", "seed", "policy"]].apply(
+            lambda d: len(d.drop_duplicates())
+        )
+        k = kept.groupby("run").agg(
+            kept=("n_steps", "size"),
+            kept_steps_mean=("n_steps", "mean"),
+            kept_steps_median=("n_steps", "median"),
+            kept_attempt_mean=("attempt", "mean"),
+        )
+        first = ok[ok.attempt == 0].groupby("run").n_steps.mean().rename("attempt0_steps_mean")
+        return cost.join(k).join(first).reset_index().to_dict("records")
+
+    def collect_kept_steps():
+        _, kept = kept_frame()
+        return (
+            kept.groupby(["run", "n_steps"]).size().rename("kept").reset_index().to_dict("records")
+        )
+
+    def failure_modes():
+        g = (
+            ms.assign(failure_mode=ms.failure_mode.fillna("routine"))
+            .groupby(["run", "failure_mode"])
+            .agg(states=("weight", "size"), weight=("weight", "sum"), tasks=("task_id", "nunique"))
+        )
+        return g.reset_index().to_dict("records")
+
+    def rl_curve():
+        g = rl.groupby(["run", "rl_step"]).agg(
+            groups=("mean", "size"),
+            reward_mean=("mean", "mean"),
+            reward_std=("std", "mean"),
+            accepted=("accepted", "sum"),
+            pg_loss=("pg_loss", "mean"),
+            anchor_loss=("anchor_loss", "mean"),
+        )
+        g["rejected"] = g.groups - g.accepted
+        return g.reset_index().rename(columns={"rl_step": "step"}).to_dict("records")
+
+    def rl_reasons():
+        g = rl.groupby(["run", "rl_step", "reason"]).size().rename("groups")
+        return g.reset_index().rename(columns={"rl_step": "step"}).to_dict("records")
+
+    for name, fn in [
+        ("eval_by_task", eval_by_task),
+        ("collect_attempts", collect_attempts),
+        ("collect_first_success", collect_first_success),
+        ("collect_kept", collect_kept),
+        ("collect_kept_steps", collect_kept_steps),
+        ("failure_modes", failure_modes),
+        ("rl_curve", rl_curve),
+        ("rl_reasons", rl_reasons),
+    ]:
+        timed(name, fn)
+    return timings, results
+
+
+def _read_all(root: Path, table: str, columns: list[str]):
+    import pandas as pd
+
+    from rmsweb.store.layout import committed_parts, find_runs
+
+    frames = []
+    for run, folder in find_runs(root).items():
+        files = committed_parts(folder, table)
+        if not files:
+            continue
+        df = _pq_read_many(files, columns).to_pandas()
+        df["run"] = run
+        df["stage"] = run.split("/")[0]
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+def _canonical(results: dict[str, list[dict]]) -> dict[str, list]:
+    """Order-independent, rounded fingerprints of each aggregation's result."""
+    import math
+
+    def norm(v):
+        if v is None:
+            return None
+        if isinstance(v, float) and math.isnan(v):
+            return None
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, int | float):
+            return round(float(v), 6)
+        try:  # numpy scalars
+            return round(float(v), 6)
+        except (TypeError, ValueError):
+            return str(v)
+
+    out = {}
+    for name, rows in results.items():
+        out[name] = sorted(
+            json.dumps({k: norm(v) for k, v in sorted(r.items())}, sort_keys=True) for r in rows
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def _phase(phase: str, root: Path, repeat: int) -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--phase", phase, "--dir", str(root), "--repeat", str(repeat)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode:
+        sys.exit(f"{phase} phase failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", type=Path, help="Where to write the runs (default: a temp dir).")
+    ap.add_argument("--keep", action="store_true", help="Keep the synthesized runs.")
+    ap.add_argument(
+        "--scale", type=int, default=1, help="Multiply episodes and steps (trend check)."
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=5, help="Timed passes per phase; medians are reported."
+    )
+    ap.add_argument("--phase", choices=["duckdb", "pandas"], help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.phase == "duckdb":
+        imports = ["duckdb", "pyarrow.parquet", "rmsweb.report.queries", "rmsweb.store.views"]
+        print(json.dumps(run_phase(duckdb_once, args.dir, args.repeat, imports)))
+        return
+    if args.phase == "pandas":
+        imports = ["pandas", "pyarrow.parquet", "rmsweb.store.layout"]
+        print(json.dumps(run_phase(pandas_once, args.dir, args.repeat, imports)))
+        return
+
+    base = args.dir or Path(tempfile.mkdtemp(prefix="rmsweb-bench-"))
+    root = base / "runs"
+    try:
+        if not root.exists():
+            t = time.perf_counter()
+            synthesize(root, args.scale)
+            size = sum(p.stat().st_size for p in root.rglob("*.parquet")) / 2**20
+            shards = sum(1 for _ in root.rglob("part-*.parquet"))
+            print(
+                f"synthesized {STEPS * args.scale:,} steps / {EPISODES * args.scale:,} episodes "
+                f"in {shards} shard files "
+                f"({size:.0f} MiB) in {time.perf_counter() - t:.1f} s; generator peak "
+                f"{peak_mb():.0f} MiB"
+            )
+        duck = _phase("duckdb", root, args.repeat)
+        pand = _phase("pandas", root, args.repeat)
+    finally:
+        if not args.keep and args.dir is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+    mismatched = [k for k in duck["check"] if duck["check"][k] != pand["check"][k]]
+    print(f"\nmedians of {args.repeat} passes per phase, each phase in a fresh process")
+    print("DuckDB (the report's code path), seconds:")
+    for name, s in duck["timings"].items():
+        print(f"  {name:40s} {s:7.3f}")
+    print(
+        f"  {'total':40s} {duck['total_s']:7.3f}   (passes {duck['min_s']:.3f}-{duck['max_s']:.3f}),"
+        f" peak RSS {duck['peak_mb']:.0f} MiB"
+    )
+    print(f"  {'(imports, not in total)':40s} {duck['import_s']:7.3f}")
+    print("pandas (same aggregations), seconds:")
+    for name, s in pand["timings"].items():
+        print(f"  {name:40s} {s:7.3f}")
+    print(
+        f"  {'total':40s} {pand['total_s']:7.3f}   (passes {pand['min_s']:.3f}-{pand['max_s']:.3f}),"
+        f" peak RSS {pand['peak_mb']:.0f} MiB"
+    )
+    print(f"  {'(imports, not in total)':40s} {pand['import_s']:7.3f}")
+    print(
+        "results agree: "
+        + ("yes, all 8 aggregations" if not mismatched else f"NO, differ in {mismatched}")
+    )
+    speedup = pand["total_s"] / duck["total_s"]
+    goals = [
+        ("report queries <= 5 s", duck["total_s"] <= 5),
+        (">= 5x faster than pandas", speedup >= 5),
+        ("peak <= 2 GB", duck["peak_mb"] <= 2048),
+    ]
+    print("goals: " + ", ".join(f"{g}: {'met' if ok else 'MISSED'}" for g, ok in goals))
+    print(
+        f"duckdb_s={duck['total_s']:.3f} pandas_s={pand['total_s']:.3f} "
+        f"speedup={speedup:.1f} peak_mb={duck['peak_mb']:.0f}"
+    )
+    if mismatched:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
