@@ -352,17 +352,15 @@ def pandas_once(root: Path) -> tuple[dict[str, float], dict[str, list[dict]]]:
             .reset_index()
         )
         m = e.merge(per_ep, on=["run", "episode_id"], how="left")
-        clean = m.error.isna()
         m = m.assign(
-            n=clean,
-            successes=clean & m.success,
-            env_errors=~clean,
-            solved_steps=m.n_steps.where(clean & m.success, 0),
-            steps=m.steps.fillna(0).where(clean, 0),
-            parse_errors=m.parse_errors.fillna(0).where(clean, 0),
+            successes=m.success,
+            env_errors=m.error.notna(),
+            solved_steps=m.n_steps.where(m.success, 0),
+            steps=m.steps.fillna(0),
+            parse_errors=m.parse_errors.fillna(0),
         )
         g = m.groupby(["run", "policy", "suite", "split", "task_id"]).agg(
-            n=("n", "sum"),
+            n=("successes", "size"),
             successes=("successes", "sum"),
             env_errors=("env_errors", "sum"),
             solved_steps=("solved_steps", "sum"),
@@ -374,9 +372,8 @@ def pandas_once(root: Path) -> tuple[dict[str, float], dict[str, list[dict]]]:
 
     def collect_attempts():
         c = ep[ep.stage == "collect"]
-        ok = c.success & c.error.isna()
         g = (
-            c.assign(ok=ok)
+            c.assign(ok=c.success)
             .groupby(["run", "attempt"])
             .agg(attempts=("ok", "size"), successes=("ok", "sum"))
         )
@@ -385,13 +382,13 @@ def pandas_once(root: Path) -> tuple[dict[str, float], dict[str, list[dict]]]:
     def collect_first_success():
         c = ep[ep.stage == "collect"]
         keys = ["run", "task_id", "seed", "policy"]
-        first = c[c.success & c.error.isna()].groupby(keys).attempt.min().rename("first_ok")
+        first = c[c.success].groupby(keys).attempt.min().rename("first_ok")
         units = c[keys].drop_duplicates().merge(first.reset_index(), on=keys, how="left")
         g = units.groupby(["run", "first_ok"], dropna=False).size().rename("units")
         return g.reset_index().to_dict("records")
 
     def kept_frame():
-        c = ep[(ep.stage == "collect") & ep.success & ep.error.isna()]
+        c = ep[(ep.stage == "collect") & ep.success]
         c = c.sort_values(["n_steps", "attempt"], kind="stable")
         return c, c.drop_duplicates(["run", "task_id", "seed", "policy"])
 

@@ -40,7 +40,7 @@ from rmsweb.store.rows import EvalRow
 # an empty section still leaves a valid file.
 PLOT_FILES: dict[str, list[str]] = {
     "success.csv": ["policy", "suite", "n", "success", "ci_low", "ci_high"],
-    "yield.csv": ["run", "attempt", "attempts", "successes", "yield", "solved"],
+    "yield.csv": ["run", "attempt", "attempts", "successes", "attempt_success", "yield"],
     "failure_modes.csv": ["run", "failure_mode", "states", "weight"],
     "rl.csv": [
         "run",
@@ -89,9 +89,11 @@ def results_section(rep: Report, rows: list[EvalRow]) -> list[Section]:
     results.blocks += [
         eval_table(rows),
         Para(
-            "Success is over episodes without environment errors (those are counted apart "
-            "and not failures); 95% CI: Wilson score interval. Steps (solved): mean steps "
-            "of successful episodes. Parse errors: share of steps whose output did not parse."
+            "Success: share of successful episodes per task, averaged over tasks; an episode "
+            "that still hit an environment error after its retries counts as a failure (Env "
+            "errors: how many did). 95% CI: Wilson score interval of the pooled counts. "
+            "Steps (solved): mean steps of successful episodes. Parse errors: share of steps "
+            "whose output did not parse."
         ),
         Figure("success", plots.success_plot(top), "Success rate per policy (95% Wilson CI)"),
     ]
@@ -123,11 +125,11 @@ def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
         for a in (a for a in attempts if a["run"] == run):
             solved += sum(u["units"] for u in units if u["first_ok"] == a["attempt"])
             share = solved / total if total else 0.0
-            y = a["successes"] / a["attempts"]
-            rows_out.append([run, a["attempt"], a["attempts"], a["successes"], y, share])
+            rate = a["successes"] / a["attempts"]
+            rows_out.append([run, a["attempt"], a["attempts"], a["successes"], rate, share])
             if a["attempt"] == 0:
-                rep.metrics[_key("collect", run, several, "first_try_yield")] = y
-        rep.metrics[_key("collect", run, several, "solved")] = solved / total if total else None
+                rep.metrics[_key("collect", run, several, "first_try_yield")] = share
+        rep.metrics[_key("collect", run, several, "yield")] = solved / total if total else None
         rep.metrics[_key("collect", run, several, "kept")] = k["kept"]
         rep.metrics[_key("collect", run, several, "kept_steps_mean")] = k["kept_steps_mean"]
         tokens = (k["tokens_in"] or 0) + (k["tokens_out"] or 0)
@@ -137,15 +139,16 @@ def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
     rep.plot_data["yield.csv"] = rows_out
     sec.blocks.append(
         Table(
-            ["Run", "Attempt", "Attempts", "Successes", "Yield", "Solved so far"],
+            ["Run", "Attempt", "Episodes", "Successes", "Attempt success", "Yield"],
             [[r[0], str(r[1]), str(r[2]), str(r[3]), pct(r[4]), pct(r[5])] for r in rows_out],
             ["left", "right", "right", "right", "right", "right"],
         )
     )
     sec.blocks.append(
         Para(
-            "Yield: share of that attempt's episodes that succeeded. Solved so far: share of "
-            "(task, seed) units with a success at this attempt or earlier."
+            "Attempt success: share of that attempt's episodes that succeeded (attempt k > 0 "
+            "runs only where attempts before it failed or took detours). Yield: share of "
+            "(task, seed) units solved at this attempt or an earlier one."
         )
     )
 
@@ -187,7 +190,7 @@ def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
         )
     )
     sec.blocks.append(
-        Figure("yield", plots.yield_plot(attempts, first), "Yield per attempt and units solved")
+        Figure("yield", plots.yield_plot(attempts, first), "Attempt success and yield by attempt")
     )
     if data["collect_kept_steps"]:
         sec.blocks.append(

@@ -53,7 +53,7 @@ def success_plot(rows: list[EvalRow]) -> bytes:
 
 
 def yield_plot(attempts: list[dict], first_success: list[dict]) -> bytes:
-    """Per attempt index: the attempt's success rate, and the share of units solved so far."""
+    """Per attempt index: the attempt's success rate, and the yield (units solved so far)."""
     fig, ax = _figure(6.5, 3.2)
     by_run: dict[str, list[dict]] = defaultdict(list)
     for r in attempts:
@@ -61,14 +61,16 @@ def yield_plot(attempts: list[dict], first_success: list[dict]) -> bytes:
     width = 0.8 / max(1, len(by_run))
     for i, (run, rs) in enumerate(by_run.items()):
         xs = [r["attempt"] + i * width for r in rs]
-        ax.bar(xs, [r["successes"] / r["attempts"] for r in rs], width, label=f"{run}: yield")
+        ax.bar(
+            xs, [r["successes"] / r["attempts"] for r in rs], width, label=f"{run}: attempt success"
+        )
         units = [u for u in first_success if u["run"] == run]
         total = sum(u["units"] for u in units)
         solved, cum = 0, []
         for r in rs:
             solved += sum(u["units"] for u in units if u["first_ok"] == r["attempt"])
             cum.append(solved / total if total else 0.0)
-        ax.plot(xs, cum, "o-", color="#dd8452", label=f"{run}: solved by attempt")
+        ax.plot(xs, cum, "o-", color="#dd8452", label=f"{run}: yield (solved by this attempt)")
     ax.set_xlabel("attempt (0: first try; k: after k reflections)")
     ax.set_ylabel("share")
     ax.set_ylim(0, 1.05)

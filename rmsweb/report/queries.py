@@ -19,8 +19,10 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
-# Episodes lost to environment errors are not task failures (DESIGN §5): they are
-# counted apart and left out of n, the success rate and the step statistics.
+# The definitions follow the eval stage's (rmsweb/evaluate/metrics.py), so the report
+# and `dvc metrics` agree: an episode that still ended in an environment error after
+# its retries counts in n as a failure (env_errors says how many there were), and
+# parse errors are over every stored step. tests/report pins the agreement.
 EVAL_BY_TASK = """
 WITH s AS (
     SELECT run, episode_id,
@@ -30,12 +32,12 @@ WITH s AS (
     GROUP BY run, episode_id
 )
 SELECT e.run, e.policy, e.suite, e.split, e.task_id,
-       count(*) FILTER (WHERE e.error IS NULL) AS n,
-       count(*) FILTER (WHERE e.error IS NULL AND e.success) AS successes,
+       count(*) AS n,
+       count(*) FILTER (WHERE e.success) AS successes,
        count(*) FILTER (WHERE e.error IS NOT NULL) AS env_errors,
-       coalesce(sum(e.n_steps) FILTER (WHERE e.error IS NULL AND e.success), 0) AS solved_steps,
-       coalesce(sum(s.steps) FILTER (WHERE e.error IS NULL), 0) AS steps,
-       coalesce(sum(s.parse_errors) FILTER (WHERE e.error IS NULL), 0) AS parse_errors,
+       coalesce(sum(e.n_steps) FILTER (WHERE e.success), 0) AS solved_steps,
+       coalesce(sum(s.steps), 0) AS steps,
+       coalesce(sum(s.parse_errors), 0) AS parse_errors,
        coalesce(sum(e.wall_s), 0) AS wall_s
 FROM episodes e
 LEFT JOIN s ON s.run = e.run AND s.episode_id = e.episode_id
@@ -59,13 +61,13 @@ def eval_by_task(
 
 
 def collect_attempts(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Per collect run and attempt index: attempts made and successes (the yield)."""
+    """Per collect run and attempt index: attempts made and successes."""
     return fetch(
         con,
         """
         SELECT run, attempt,
                count(*) AS attempts,
-               count(*) FILTER (WHERE success AND error IS NULL) AS successes
+               count(*) FILTER (WHERE success) AS successes
         FROM episodes WHERE stage = 'collect'
         GROUP BY run, attempt ORDER BY run, attempt
         """,
@@ -79,7 +81,7 @@ def collect_first_success(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]
         """
         WITH u AS (
             SELECT run, task_id, seed, policy,
-                   min(attempt) FILTER (WHERE success AND error IS NULL) AS first_ok
+                   min(attempt) FILTER (WHERE success) AS first_ok
             FROM episodes WHERE stage = 'collect'
             GROUP BY run, task_id, seed, policy
         )
@@ -97,7 +99,7 @@ WITH ok AS (
                PARTITION BY run, task_id, seed, policy ORDER BY n_steps, attempt
            ) AS rank
     FROM episodes
-    WHERE stage = 'collect' AND success AND error IS NULL
+    WHERE stage = 'collect' AND success
 )
 """
 

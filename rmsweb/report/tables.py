@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 SUITE_LEVEL = "*"  # EvalRow.task_id of the row that sums a suite's tasks
 
 
-def _row(key: dict[str, Any], agg: dict[str, float], task_id: str) -> EvalRow:
+def _row(key: dict[str, Any], agg: dict[str, float], task_id: str, rate: float) -> EvalRow:
     n, k = int(agg["n"]), int(agg["successes"])
     low, high = wilson_interval(k, n)
     return EvalRow(
@@ -31,7 +31,7 @@ def _row(key: dict[str, Any], agg: dict[str, float], task_id: str) -> EvalRow:
         suite=key["suite"],
         split=key["split"],
         n=n,
-        success_rate=k / n if n else math.nan,
+        success_rate=rate,
         ci_low=low,
         ci_high=high,
         mean_steps_solved=agg["solved_steps"] / k if k else None,
@@ -48,25 +48,39 @@ SUMS = ("n", "successes", "env_errors", "solved_steps", "steps", "parse_errors",
 def eval_rows(con: duckdb.DuckDBPyConnection, *, stage: str | None = "eval") -> list[EvalRow]:
     """EvalRows from the episodes and steps views: per suite (task_id "*") then per task.
 
-    Counts are summed per task in SQL and rolled up here, so the suite row is
-    exactly the sum of its task rows. `stage=None` takes every run in the views.
+    `stage=None` takes every run in the views. Definitions as the eval stage's
+    (rmsweb/evaluate/metrics.py): see `eval_rows_from`.
     """
     return eval_rows_from(eval_by_task(con, stage=stage))
 
 
 def eval_rows_from(by_task: list[dict[str, Any]]) -> list[EvalRow]:
-    """EvalRows from the rows of `queries.eval_by_task` (when the caller already has them)."""
+    """EvalRows from the rows of `queries.eval_by_task` (when the caller already has them).
+
+    A task's success rate is its share of successful episodes. The suite row's
+    rate is the mean over tasks (each task weighs the same, as in the eval
+    stage); its CI is the Wilson interval of the pooled counts, and its other
+    columns pool the task rows' counts. With equal seeds per task, mean over
+    tasks and pooled rate coincide.
+    """
     suites: dict[tuple, dict[str, float]] = {}
+    rates: dict[tuple, list[float]] = {}
     keys: dict[tuple, dict[str, Any]] = {}
+    task_rows = []
     for r in by_task:
         key = (r["run"], r["policy"], r["suite"], r["split"])
         keys[key] = r
         total = suites.setdefault(key, dict.fromkeys(SUMS, 0.0))
         for s in SUMS:
             total[s] += r[s]
-    rows = [_row(keys[k], total, SUITE_LEVEL) for k, total in suites.items()]
-    rows += [_row(r, r, r["task_id"]) for r in by_task]
-    return rows
+        rate = r["successes"] / r["n"] if r["n"] else math.nan
+        rates.setdefault(key, []).append(rate)
+        task_rows.append(_row(r, r, r["task_id"], rate))
+    rows = [
+        _row(keys[k], total, SUITE_LEVEL, sum(rates[k]) / len(rates[k]))
+        for k, total in suites.items()
+    ]
+    return rows + task_rows
 
 
 def eval_rows_for_run(run_dir: Path, run: str | None = None) -> list[EvalRow]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -55,20 +54,48 @@ def run(tmp_path: Path) -> Path:
     return run
 
 
-def test_suite_row_is_the_sum_of_task_rows(run: Path) -> None:
+def test_suite_and_task_rows(run: Path) -> None:
     rows = eval_rows(connect({"eval/e/sft": run}))
     top, a, b = rows
     assert (top.task_id, a.task_id, b.task_id) == ("*", "a", "b")
-    # 4 clean episodes, 3 successes; the crashed one only counts as an env error.
-    assert (top.n, top.env_errors) == (4, 1)
-    assert top.success_rate == pytest.approx(3 / 4)
-    assert (top.ci_low, top.ci_high) == pytest.approx(wilson_interval(3, 4))
+    # The crashed episode counts as a failure (as in the eval stage) and is listed apart.
+    assert (top.n, top.env_errors) == (5, 1)
+    assert (a.success_rate, b.success_rate) == (pytest.approx(2 / 3), 0.5)
+    assert top.success_rate == pytest.approx((2 / 3 + 1 / 2) / 2)  # mean over tasks
+    assert (top.ci_low, top.ci_high) == pytest.approx(wilson_interval(3, 5))  # pooled counts
     assert top.mean_steps_solved == pytest.approx((2 + 4 + 3) / 3)
-    # Parse errors over the steps of clean episodes: 1 of 2 + 4 + 4 + 3 = 13.
-    assert top.parse_error_rate == pytest.approx(1 / 13)
-    assert (a.n, b.n, b.env_errors) == (3, 1, 1)
-    assert b.success_rate == 1.0 and b.mean_steps_solved == 3.0
+    # Parse errors over every stored step: 1 + 2 of 2 + 4 + 4 + 3 + 5 = 18.
+    assert top.parse_error_rate == pytest.approx(3 / 18)
+    assert (a.n, b.n, a.env_errors, b.env_errors) == (3, 2, 0, 1)
+    assert b.mean_steps_solved == 3.0
     assert top.run == "eval/e/sft" and top.policy == "sft" and top.suite == "miniwob"
+
+
+def test_agrees_with_the_eval_stage_metrics(tmp_path: Path) -> None:
+    # The report recomputes eval rows in SQL; they must equal the eval stage's own
+    # (rmsweb/evaluate/metrics.py), or the README table and `dvc metrics` disagree.
+    from rmsweb.evaluate.metrics import eval_rows as stage_rows
+    from rmsweb.store.reader import read_records
+
+    run = tmp_path / "runs" / "eval" / "e" / "sft"
+    specs = [("a", s, s % 3 == 0, 2 + s % 4, s % 2, None) for s in range(7)]
+    specs += [("b", s, s % 2 == 0, 3, 0, "timeout" if s == 1 else None) for s in range(4)]
+    specs += [("c", 0, False, 6, 3, None)]
+    write(run, specs)
+    ours = {r.task_id: r for r in eval_rows_for_run(run, run="eval/e/sft")}
+    theirs = {
+        r.task_id: r
+        for r in stage_rows(read_records(run), "eval/e/sft", "sft", "miniwob", "test", wall_s=0)
+    }
+    assert set(ours) == set(theirs) == {"*", "a", "b", "c"}
+    for task, want in theirs.items():
+        got = ours[task]
+        for field in ("n", "success_rate", "ci_low", "ci_high", "parse_error_rate"):
+            assert getattr(got, field) == pytest.approx(getattr(want, field)), (task, field)
+        if want.mean_steps_solved is None:
+            assert got.mean_steps_solved is None
+        else:
+            assert got.mean_steps_solved == pytest.approx(want.mean_steps_solved)
 
 
 def test_eval_rows_for_a_run_folder_anywhere(tmp_path: Path) -> None:
@@ -79,28 +106,27 @@ def test_eval_rows_for_a_run_folder_anywhere(tmp_path: Path) -> None:
     assert rows[0].run == "eval/e/sft"
 
 
-def test_all_errors_means_no_rate(tmp_path: Path) -> None:
+def test_an_episode_lost_to_env_errors_is_a_failure(tmp_path: Path) -> None:
     run = tmp_path / "r"
     write(run, [("a", 0, False, 1, 0, "timeout")])
     (top, _) = eval_rows_for_run(run)
-    assert top.n == 0 and math.isnan(top.success_rate) and (top.ci_low, top.ci_high) == (0.0, 1.0)
-    assert (
-        "| sft | miniwob | test | 0 | — | [0.0, 100.0] | — | 0.0% | 1 |"
-        in eval_table([top]).to_markdown()
-    )
+    assert (top.n, top.success_rate, top.env_errors) == (1, 0.0, 1)
+    hi = 100 * wilson_interval(0, 1)[1]
+    row = f"| sft | miniwob | test | 1 | 0.0% | [0.0, {hi:.1f}] | — | 0.0% | 1 |"
+    assert row in eval_table([top]).to_markdown()
 
 
 def test_markdown_table_is_readme_ready(run: Path) -> None:
     rows = eval_rows(connect({"eval/e/sft": run}))
-    lo, hi = wilson_interval(3, 4)
+    lo, hi = wilson_interval(3, 5)
     assert eval_table(rows).to_markdown().splitlines() == [
         "| Policy | Suite | Split | n | Success | 95% CI | Steps (solved) | Parse errors | Env errors |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| sft | miniwob | test | 4 | 75.0% | [{100 * lo:.1f}, {100 * hi:.1f}] | 3.0 | 7.7% | 1 |",
+        f"| sft | miniwob | test | 5 | 58.3% | [{100 * lo:.1f}, {100 * hi:.1f}] | 3.0 | 16.7% | 1 |",
     ]
     assert per_task_table(rows).to_markdown().splitlines()[2:] == [
         "| a | 66.7% (3) |",
-        "| b | 100.0% (1) |",
+        "| b | 50.0% (2) |",
     ]
 
 
@@ -109,7 +135,7 @@ def test_metrics_are_flat_and_keyed_by_policy(run: Path, tmp_path: Path) -> None
     write(other, [("a", 0, False, 2, 0, None)], policy="rl")
     rows = eval_rows(connect({"eval/e/sft": run, "eval/e/rl": other}))
     m = eval_metrics(rows)
-    assert m["success/sft"] == pytest.approx(0.75) and m["success/rl"] == 0.0
+    assert m["success/sft"] == pytest.approx(7 / 12) and m["success/rl"] == 0.0
     assert m["n/rl"] == 1 and "ci_low/sft" in m and "steps_solved/rl" in m
     assert all(isinstance(v, int | float) or v is None for v in m.values())
     assert per_task_table(rows).headers == ["Task", "rl", "sft"]
