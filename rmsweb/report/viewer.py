@@ -265,7 +265,8 @@ JS = r"""
       n += 1;
       const li = el("li", {"data-index": i, "data-episode": ep.episode_id},
         badge(ep), el("span", {class: "id"}, ep.episode_id),
-        el("div", {class: "note"}, ep.n_steps + " steps, reward " + ep.reward));
+        el("div", {class: "note"},
+          ep.n_steps + (ep.n_steps === 1 ? " step" : " steps") + ", reward " + ep.reward));
       li.addEventListener("click", () => { location.hash = encodeURIComponent(ep.episode_id); });
       list.append(li);
     });
@@ -292,12 +293,12 @@ JS = r"""
   }
 
   function renderStep(s) {
-    const shot = el("div", {class: "shot"});
+    let shot = null;  // text-only runs have no screenshot column to show
     if (s.shot) {
-      shot.append(el("img", {src: "data:image/png;base64," + data.shots[s.shot],
-                             alt: "screenshot of step " + s.step}));
+      shot = el("div", {class: "shot"}, el("img", {
+        src: "data:image/png;base64," + data.shots[s.shot], alt: "screenshot of step " + s.step}));
     } else if (s.shot_note) {
-      shot.append(el("div", {class: "note"}, "screenshot " + s.shot_note));
+      shot = el("div", {class: "shot"}, el("div", {class: "note"}, "screenshot " + s.shot_note));
     }
     const body = el("div", {class: "body"},
       el("div", {}, el("strong", {}, "Step " + s.step), " ",
@@ -331,10 +332,11 @@ JS = r"""
     const steps = el("div", {id: "steps"});
     for (const s of ep.steps) steps.append(renderStep(s));
     if (!ep.steps.length) steps.append(el("p", {class: "note"}, "No steps stored."));
-    view.replaceChildren(head,
+    // replaceChildren would print a null as the text "null": drop absent parts.
+    view.replaceChildren(...[head,
       reflections("Reflections it was conditioned on", ep.prior),
       reflections("Reflections on this attempt", ep.reflections),
-      el("h3", {}, "Steps"), steps);
+      el("h3", {}, "Steps"), steps].filter(Boolean));
     view.scrollTop = 0;
   }
 

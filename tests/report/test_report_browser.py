@@ -107,6 +107,7 @@ def test_viewer_page(browser, report_dir: Path, tmp_path: Path) -> None:
     shot = steps.first.locator(".shot img")
     assert shot.evaluate("i => i.complete && i.naturalWidth") == 160
     assert items.nth(3).get_attribute("class") == "active"
+    assert "null" not in page.locator("#episode").inner_text()  # no absent part printed
     page.screenshot(path=str(tmp_path / "viewer.png"))
 
     # Filters: outcome, then task.
