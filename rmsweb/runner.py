@@ -28,7 +28,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from rmsweb.agents.base import ActRequest, HistoryItem, Policy
-from rmsweb.env.actions import TERMINAL_ACTIONS, ParseError, format_action, parse_action
+from rmsweb.env.actions import (
+    TERMINAL_ACTIONS,
+    Action,
+    ParseError,
+    format_action,
+    parse_action,
+)
 from rmsweb.env.errors import EnvError
 from rmsweb.store.rows import (
     EpisodeRecord,
@@ -42,6 +48,7 @@ from rmsweb.suites.base import Outcome, Suite
 
 if TYPE_CHECKING:
     from rmsweb.env.pool import BrowserPool, Slot
+    from rmsweb.env.session import PageSession
 
 log = logging.getLogger(__name__)
 
@@ -276,15 +283,9 @@ class EpisodeRunner:
                 t = time.perf_counter()
                 row.tokens_in += result.tokens_in
                 row.tokens_out += result.tokens_out
-                parsed = parse_action(result.text)
-                if isinstance(parsed, ParseError):
-                    action = None
-                    error: str | None = f"could not parse the action: {parsed.reason}"
-                else:
-                    action = parsed
-                    error = await session.execute(action)
-                    if action.type == "answer":
-                        row.answer = action.text
+                action, parse_error, error = await _execute_output(session, result.text)
+                if action is not None and action.type == "answer":
+                    row.answer = action.text
                 outcome = await task.evaluate(session, row.answer)
                 done = outcome.done or (action is not None and action.type in TERMINAL_ACTIONS)
                 sha = _keep_screenshot(obs.screenshot_png, shots)
@@ -302,7 +303,7 @@ class EpisodeRunner:
                         reward=outcome.reward,
                         done=done,
                         latency_s=result.latency_s or t_policy,
-                        parse_error=parsed.reason if isinstance(parsed, ParseError) else None,
+                        parse_error=parse_error,
                     )
                 )
                 history.append(
@@ -394,6 +395,19 @@ class EpisodeRunner:
             steps=self.timing.steps - timing_before.steps,
         )
         return stats
+
+
+async def _execute_output(
+    session: PageSession, text: str
+) -> tuple[Action | None, str | None, str | None]:
+    """Parse a policy output and execute it: (action, parse error, step error).
+
+    An unparsable output is not executed; the policy sees why in the next observation.
+    """
+    parsed = parse_action(text)
+    if isinstance(parsed, ParseError):
+        return None, parsed.reason, f"could not parse the action: {parsed.reason}"
+    return parsed, None, await session.execute(parsed)
 
 
 def _single_episode(split: str) -> Job:

@@ -248,8 +248,8 @@ async def _close_quietly(page: Any) -> None:
 
 
 def _alive(pid: int) -> bool:
-    st = process_state(pid)
-    return st is not None and st != "Z"  # a killed browser lingers as a zombie
+    # A killed browser lingers as a zombie (Z); a stopped one (T) never answers again.
+    return process_state(pid) not in (None, "Z", "X", "T")
 
 
 async def install_origin_guard(

@@ -193,3 +193,45 @@ def test_episode_timeout_and_resume() -> None:
     assert stats.skipped == 1 and stats.episodes == 1  # seed 1 was in the sink already
     ep = sink.records[-1].episode
     assert ep.seed == 0 and ep.error == "episode took longer than 0.5 s"
+
+
+class ScriptedOutputs(PressPolicy):
+    """Says a fixed list of outputs, then presses the task's button; keeps its requests."""
+
+    name = "scripted"
+
+    def __init__(self, outputs: list[str]) -> None:
+        self.outputs = list(outputs)
+        self.requests: list[ActRequest] = []
+
+    async def act(self, request: ActRequest) -> ActResult:
+        self.requests.append(request)
+        if self.outputs:
+            return ActResult(text=self.outputs.pop(0))
+        return await super().act(request)
+
+
+def test_missing_id_and_garbage_are_step_errors_not_crashes() -> None:
+    policy = ScriptedOutputs(["click(999)", "I would like to press it"])
+
+    async def go():
+        async with EpisodeRunner(LocalSuite(), contexts=1, progress=False) as runner:
+            return await runner.run_episode(policy, "Finish", 0, attempt=2, reflections=["r1"])
+
+    rec = asyncio.run(go())
+    ep, steps = rec.episode, rec.steps
+    assert ep.success and ep.error is None and ep.n_steps == 3 and ep.attempt == 2
+    assert ep.episode_id == episode_key("Finish", 0, "scripted", 2)
+    assert steps[0].env_error == "no element with id 999 on the page"
+    assert steps[0].parse_ok and steps[0].action is not None and steps[0].action.target == "999"
+    assert not steps[1].parse_ok and steps[1].action is None and steps[1].env_error is None
+    assert steps[1].parse_error == 'no action found; expected e.g. click(3) or fill(3, "text")'
+    assert steps[2].done and steps[2].reward == 1.0
+    # the policy saw each error in the next observation and in its history
+    second, third = policy.requests[1], policy.requests[2]
+    assert second.observation.last_error == "no element with id 999 on the page"
+    assert second.history[0].action_text == "click(999)"
+    assert third.observation.last_error.startswith("could not parse the action: no action found")
+    assert third.history[1].action_text is None
+    assert [r.reflections for r in policy.requests] == [["r1"]] * 3
+    assert [r.attempt for r in policy.requests] == [2, 2, 2]
