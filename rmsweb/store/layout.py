@@ -66,12 +66,18 @@ def part_files(run_dir: Path, table: str) -> list[Path]:
     return sorted(files, key=_part_key)
 
 
-def committed_parts(run_dir: Path, table: str) -> list[Path]:
-    """The shard files of a table that readers use (see the module doc for the rule)."""
+def committed_parts(run_dir: Path, table: str, episode_names: set[str] | None = None) -> list[Path]:
+    """The shard files of a table that readers use (see the module doc for the rule).
+
+    `episode_names`: the episodes files a reader already listed. Companions are
+    renamed before their episodes file, so filtering by that earlier listing
+    (not by what exists now) never shows steps whose episodes the reader missed.
+    """
     files = part_files(run_dir, table)
     if table in COMPANION_TABLES and files:
-        episodes = run_dir / "episodes"
-        files = [p for p in files if (episodes / p.name).exists()]
+        if episode_names is None:
+            episode_names = {p.name for p in part_files(run_dir, "episodes")}
+        files = [p for p in files if p.name in episode_names]
     return files
 
 

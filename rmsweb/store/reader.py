@@ -101,7 +101,12 @@ def _verify_data(info: ShardInfo) -> None:
 
 
 def shards(
-    run_dir: Path, table: str, *, skip_corrupt: bool = False, verify_data: bool = False
+    run_dir: Path,
+    table: str,
+    *,
+    skip_corrupt: bool = False,
+    verify_data: bool = False,
+    episode_names: set[str] | None = None,
 ) -> list[ShardInfo]:
     """The checked, committed shards of one table of a run, in name order.
 
@@ -109,7 +114,7 @@ def shards(
     for skipping shards whose footer is intact but whose data is not).
     """
     out = []
-    for path in layout.committed_parts(Path(run_dir), table):
+    for path in layout.committed_parts(Path(run_dir), table, episode_names):
         try:
             info = inspect_shard(path, table)
             if verify_data:

@@ -62,12 +62,23 @@ def _empty(table: str) -> str:
 
 def view_sql(runs: Mapping[str, Path], *, skip_corrupt: bool = False) -> str:
     """CREATE VIEW statements for every table over the given runs (name -> folder)."""
+    # One listing of each run's episodes files first: companions are matched against it.
+    episode_names = {
+        run: {p.name for p in layout.part_files(Path(folder), "episodes")}
+        for run, folder in runs.items()
+    }
     statements = []
     for table in TABLES:
         branches = []
         for run, folder in sorted(runs.items()):
             # Skipping must also catch bad data pages, which only a full read finds.
-            infos = shards(folder, table, skip_corrupt=skip_corrupt, verify_data=skip_corrupt)
+            infos = shards(
+                folder,
+                table,
+                skip_corrupt=skip_corrupt,
+                verify_data=skip_corrupt,
+                episode_names=episode_names[run],
+            )
             if infos:
                 branches.append(_branch(run, table, infos))
         body = "\nUNION ALL\n".join(branches) if branches else _empty(table)

@@ -159,3 +159,33 @@ def test_random_kills_then_resume(tmp_path: Path) -> None:
         counts.append(check_consistent(run))
     assert counts[0] < N, f"the first kill came too late to interrupt anything: {counts}"
     finish_and_check(run)
+
+
+def test_readers_see_whole_episodes_while_a_writer_runs(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = start(run, "slow")
+    seen = []
+    try:
+        deadline = time.monotonic() + 20
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen.append(check_consistent(run))  # views built and queried mid-write
+    finally:
+        proc.kill()
+        proc.wait()
+    assert len(set(seen)) > 2, f"the reads did not overlap the writes: {seen}"
+    assert seen == sorted(seen)  # committed episodes only ever grow
+
+
+def test_companions_are_matched_against_the_readers_own_listing(tmp_path: Path) -> None:
+    from rmsweb.store.layout import committed_parts
+    from rmsweb.store.synthetic import make_episode
+    from rmsweb.store.writer import ShardWriter
+
+    with ShardWriter(tmp_path, max_episodes=1) as sink:
+        sink.write(make_episode(run="r/x", task="t", seed=0, policy="p", success=True, n_steps=1))
+        listed = {p.name for p in (tmp_path / "episodes").iterdir()}
+        # A shard committed after the reader listed the episodes ...
+        sink.write(make_episode(run="r/x", task="t", seed=1, policy="p", success=True, n_steps=1))
+    # ... is invisible in all its tables to that reader.
+    assert [p.name for p in committed_parts(tmp_path, "steps", listed)] == ["part-00000.parquet"]
+    assert len(committed_parts(tmp_path, "steps")) == 2
