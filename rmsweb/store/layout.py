@@ -85,11 +85,12 @@ def is_run_dir(path: Path) -> bool:
     return any(part_files(path, table) for table in TABLES)
 
 
-def find_runs(root: Path) -> dict[str, Path]:
+def find_runs(root: Path, max_depth: int = 4) -> dict[str, Path]:
     """Run name -> folder for every folder under `root` that holds tables.
 
     Hidden folders (a stage's temporary output, `.dvc`) are skipped, and so is
-    everything inside a run's table folders.
+    everything inside a run's table folders. Runs sit at runs/<stage>/<owner>[/<policy>];
+    `max_depth` keeps the walk out of deep trees (checkpoints, venvs) below it.
     """
     root = Path(root)
     if is_run_dir(root):
@@ -97,7 +98,11 @@ def find_runs(root: Path) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for dirpath, dirnames, _ in os.walk(root):
         here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in TABLES)
+        depth = len(here.relative_to(root).parts)
+        keep = depth < max_depth
+        dirnames[:] = sorted(
+            d for d in dirnames if keep and not d.startswith(".") and d not in TABLES
+        )
         if here != root and is_run_dir(here):
             found[here.relative_to(root).as_posix()] = here
     return found

@@ -164,7 +164,11 @@ def test_run_names_and_discovery(tmp_path: Path) -> None:
     with ShardWriter(root / "eval" / "exp" / ".sft.tmp") as sink:  # a stage's temp output
         sink.write(ep(1))
     (root / "sft" / "exp").mkdir(parents=True)  # a checkpoint folder: no tables
+    deep = root / "benchmarks" / "venv" / "lib" / "site" / "pkg"  # below max_depth: not walked
+    with ShardWriter(deep) as sink:
+        sink.write(ep(2))
     assert layout.find_runs(root) == {"eval/exp/sft": root / "eval" / "exp" / "sft"}
+    assert "benchmarks/venv/lib/site/pkg" in layout.find_runs(root, max_depth=6)
     assert layout.run_name(root / "eval" / "exp" / "sft") == "eval/exp/sft"
     assert layout.run_name(Path("elsewhere/thing")) == "thing"
     assert layout.find_runs(root / "eval" / "exp" / "sft") == {
