@@ -275,11 +275,14 @@ def query(
 def view(
     run_dir: Annotated[Path, typer.Argument(help="A run folder with episodes/steps tables.")],
     out: Annotated[
-        Path | None, typer.Option(help="HTML file to write (default: RUN_DIR/viewer.html).")
+        Path | None,
+        typer.Option(help="HTML file to write (default: ./<run>-viewer.html)."),
     ] = None,
 ) -> None:
     """Write a static HTML trajectory viewer for a run."""
-    run_guarded(lambda: load_impl("rmsweb.report.viewer", "main")(run_dir, out=out))
+    # Not inside RUN_DIR by default: that folder is a DVC output and must stay unchanged.
+    target = out or Path(f"{run_dir.resolve().name}-viewer.html")
+    run_guarded(lambda: load_impl("rmsweb.report.viewer", "main")(run_dir, out=target))
 
 
 @app.command()

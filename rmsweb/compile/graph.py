@@ -40,6 +40,12 @@ PLOTS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "sft": (("loss.csv", "step", "loss"),),
     "rl": (("curves.csv", "step", "reward_mean"),),
     "collect": (("yield.csv", "attempt", "yield"),),
+    "report": (
+        ("success.csv", "policy", "success"),
+        ("yield.csv", "attempt", "yield"),
+        ("failure_modes.csv", "failure_mode", "states"),
+        ("rl.csv", "step", "reward_mean"),
+    ),
 }
 
 

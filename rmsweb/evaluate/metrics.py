@@ -55,6 +55,7 @@ def eval_rows(
                 parse_error_rate=bad / steps if steps else 0.0,
                 wall_s=0.0,
                 task_id=task,
+                env_errors=sum(1 for r in recs if r.episode.error),
             )
         )
         task_rates.append(len(wins) / n)
@@ -78,6 +79,7 @@ def eval_rows(
             parse_error_rate=all_bad / all_steps if all_steps else 0.0,
             wall_s=wall_s,
             task_id="*",
+            env_errors=sum(1 for rs in by_task.values() for r in rs if r.episode.error),
         )
     )
     return rows

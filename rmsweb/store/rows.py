@@ -124,7 +124,9 @@ class EvalRow:
     parse_error_rate: float
     wall_s: float
     task_id: str = "*"  # (added) "*" for the suite-level row, else one row per task
-    env_errors: int = 0  # (added) episodes lost to environment errors after retries (not in n)
+    env_errors: int = (
+        0  # (added) episodes that still hit an env error after retries (in n, as failures)
+    )
 
 
 @dataclass(slots=True)
