@@ -1,0 +1,121 @@
+"""The retry loop, the mistake model and the rule reflector, without a browser."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from rmsweb.agents.base import ActRequest
+from rmsweb.collect.retry import Reflection, RetryLoop, Verdict
+from rmsweb.collect.teacher import MistakenExpert, OracleLabels
+from rmsweb.env.actions import click, fill
+from rmsweb.env.types import Element, Observation
+from rmsweb.store.rows import EpisodeRecord, EpisodeRow
+
+
+def record(attempt: int, success: bool, n_steps: int) -> EpisodeRecord:
+    ep = EpisodeRow(f"t/0/p/{attempt}", "r", "collect", "s", "t", 0, "train", "p", attempt, success)
+    ep.n_steps = n_steps
+    return EpisodeRecord(ep, [])
+
+
+def run_loop(mode: str, outcomes: list[tuple[bool, bool, int]], max_retries: int = 3, budget=None):
+    """outcomes[k] = (success, detour, n_steps) of attempt k."""
+    prompted: list[tuple[int, tuple[str, ...]]] = []
+
+    async def attempt(k: int, reflections: Sequence[str]) -> EpisodeRecord:
+        prompted.append((k, tuple(reflections)))
+        ok, _, n = outcomes[k]
+        return record(k, ok, n)
+
+    async def judge(rec: EpisodeRecord) -> Verdict:
+        ok, detour, _ = outcomes[rec.episode.attempt]
+        return Verdict(ok, detour)
+
+    async def reflect(rec: EpisodeRecord, verdict: Verdict, earlier: Sequence[str]) -> Reflection:
+        return Reflection(rec.episode.attempt, f"lesson {rec.episode.attempt}", "rule")
+
+    out = asyncio.run(RetryLoop(mode, max_retries, budget).run(attempt, judge, reflect))
+    return out, prompted
+
+
+def test_reflect_conditions_on_all_reflections_and_keeps_the_shortest_success() -> None:
+    outcomes = [(False, False, 3), (True, True, 5), (True, False, 2), (True, False, 1)]
+    out, prompted = run_loop("reflect", outcomes)
+    assert prompted == [(0, ()), (1, ("lesson 0",)), (2, ("lesson 0", "lesson 1"))]
+    assert len(out.attempts) == 3  # stopped at the clean success
+    assert out.kept == 2
+    assert [r.attempt for r in out.reflections] == [0, 1]
+
+
+def test_blind_retries_without_reflections_and_none_tries_once() -> None:
+    outcomes = [(False, False, 3), (False, False, 3), (True, False, 4), (True, False, 1)]
+    out, prompted = run_loop("blind", outcomes)
+    assert prompted == [(0, ()), (1, ()), (2, ())]
+    assert out.reflections == [] and out.kept == 2
+    out, prompted = run_loop("none", outcomes)
+    assert len(out.attempts) == 1 and out.kept is None
+
+
+def test_budget_caps_every_mode_and_detoured_success_is_kept_when_nothing_better() -> None:
+    outcomes = [(True, True, 6), (True, True, 4), (True, True, 5), (True, False, 1)]
+    out, _ = run_loop("reflect", outcomes, max_retries=3, budget=3)
+    assert len(out.attempts) == 3
+    assert out.kept == 1  # shortest of the detoured successes
+
+
+def obs(n_buttons: int = 3) -> Observation:
+    els = {str(i): Element(str(i), "button", f"b{i}") for i in range(1, n_buttons + 1)}
+    els["9"] = Element("9", "textbox", "name")
+    els["8"] = Element("8", "textbox", "other")
+    els["7"] = Element("7", "text", "some words")
+    return Observation("u", "t", "", els)
+
+
+class OneExpert:
+    def acceptable_actions(self, instruction, observation, history):
+        return [click("2")]
+
+
+def test_mistake_model_is_deterministic_and_keeps_base_rates() -> None:
+    labels = OracleLabels({"t": OneExpert()})
+    m = MistakenExpert(labels, 0.3, 0.2, ["distractor_click"], ["scroll"], persistence=0.8)
+    assert m.plan("t", 5, 2) == m.plan("t", 5, 2)
+    n = 4000
+    for attempt in (0, 1, 2):
+        errors = sum(m.plan("t", s, attempt).error_step is not None for s in range(n)) / n
+        detours = sum(m.plan("t", s, attempt).detour_step is not None for s in range(n)) / n
+        assert abs(errors - 0.3) < 0.03 and abs(detours - 0.2) < 0.03
+    # persistence: most retries repeat the first attempt's plan
+    same = sum(m.plan("t", s, 1) == m.plan("t", s, 0) for s in range(n)) / n
+    assert 0.75 < same < 0.9
+
+
+def test_reflection_naming_a_step_removes_that_mistake() -> None:
+    labels = OracleLabels({"t": OneExpert()})
+    m = MistakenExpert(labels, 1.0, 0.0, ["distractor_click"], ["scroll"], max_mistake_step=1)
+    req = ActRequest("t", "Click b2", obs(), seed=3, step=0)
+    wrong = asyncio.run(m.act(req)).text
+    assert wrong != "click(2)" and wrong.startswith("click(")
+    fixed = ActRequest(
+        "t",
+        "Click b2",
+        obs(),
+        seed=3,
+        step=0,
+        attempt=1,
+        reflections=["The attempt failed. Step 1: did click(1); the right action was click(2)."],
+    )
+    assert asyncio.run(m.act(fixed)).text == "click(2)"
+    assert labels.get("t", 3, 0, 0).acceptable == [click("2")]
+
+
+def test_wrong_field_fills_another_textbox() -> None:
+    class FillExpert:
+        def acceptable_actions(self, instruction, observation, history):
+            return [fill("9", "Bob")]
+
+    labels = OracleLabels({"t": FillExpert()})
+    m = MistakenExpert(labels, 1.0, 0.0, ["wrong_field"], ["scroll"], max_mistake_step=1)
+    out = asyncio.run(m.act(ActRequest("t", "Enter Bob", obs(), seed=1)))
+    assert out.text == 'fill(8, "Bob")'
