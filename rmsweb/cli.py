@@ -280,9 +280,7 @@ def view(
     ] = None,
 ) -> None:
     """Write a static HTML trajectory viewer for a run."""
-    # Not inside RUN_DIR by default: that folder is a DVC output and must stay unchanged.
-    target = out or Path(f"{run_dir.resolve().name}-viewer.html")
-    run_guarded(lambda: load_impl("rmsweb.report.viewer", "main")(run_dir, out=target))
+    run_guarded(lambda: load_impl("rmsweb.report.viewer", "main")(run_dir, out=out))
 
 
 @app.command()

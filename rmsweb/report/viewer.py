@@ -416,5 +416,6 @@ def main(run_dir: Path, out: Path | None = None) -> None:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"no such run folder: {run_dir}")
-    path = write_viewer(run_dir, out or run_dir / "viewer.html")
+    # Not inside RUN_DIR by default: run folders are DVC outputs and must stay unchanged.
+    path = write_viewer(run_dir, out or Path(f"{run_dir.resolve().name}-viewer.html"))
     print(f"wrote {path}", file=sys.stdout)

@@ -88,10 +88,13 @@ def test_page_text_cannot_close_the_data_script(tmp_path: Path) -> None:
     }
 
 
-def test_view_command(tmp_path: Path) -> None:
+def test_view_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = write_eval_run(tmp_path / "runs", "x", "sft", 0.5, seeds=1)
+    monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, ["view", str(run)])
-    assert res.exit_code == 0 and (run / "viewer.html").exists()
+    # The default page goes to the working directory, never into the (DVC-tracked) run.
+    assert res.exit_code == 0 and (tmp_path / "sft-viewer.html").exists()
+    assert not (run / "viewer.html").exists()
     target = tmp_path / "v" / "page.html"
     res = CliRunner().invoke(app, ["view", str(run), "--out", str(target)])
     assert res.exit_code == 0 and target.read_text().startswith("<!doctype html>")
