@@ -1,0 +1,44 @@
+"""README's result tables are pasted from a report, between markers."""
+
+from __future__ import annotations
+
+import pytest
+
+from rmsweb.report.readme import END, START, extract, paste
+
+REPORT = """# x
+
+## Results
+
+| Policy | n |
+| --- | ---: |
+| sft | 400 |
+
+Some text.
+
+## Per-task success
+
+| Task | sft |
+| --- | ---: |
+| click-button | 50.0% (50) |
+
+## Collection
+
+| a | b |
+"""
+
+
+def test_extract_and_paste() -> None:
+    tables = extract(REPORT)
+    assert "| sft | 400 |" in tables and "| click-button | 50.0% (50) |" in tables
+    assert "| a | b |" not in tables and "Some text" not in tables
+    readme = f"intro\n{START}\nold\n{END}\noutro\n"
+    new = paste(readme, tables, "runs/report/x/report.md")
+    assert new.startswith("intro\n") and new.endswith("\noutro\n")
+    assert "old" not in new and "| sft | 400 |" in new
+    assert paste(new, tables, "runs/report/x/report.md") == new  # idempotent
+
+
+def test_missing_markers_is_an_error() -> None:
+    with pytest.raises(SystemExit):
+        paste("no markers", "t", "s")
