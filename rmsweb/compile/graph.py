@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmsweb.errors import UserError
 from rmsweb.spec import ExperimentSpec
 
 # Code each stage runs; a change there reruns the stage. Kept to the stage's own
@@ -213,10 +214,26 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
 
 def plan_project(specs: Iterable[ExperimentSpec]) -> list[Stage]:
     """All experiments' stages with shared ones merged; deterministic order."""
-    planned: dict[str, dict[str, Stage]] = {}  # identity -> experiment -> its instance
+    specs = list(specs)
+    plans = {spec.name: plan_experiment(spec) for spec in specs}
+    # `report.compare`: the other experiments' collect and eval stages feed this report.
     for spec in specs:
-        for stage in plan_experiment(spec):
-            planned.setdefault(stage.identity, {})[spec.name] = stage
+        report = next(s for s in plans[spec.name] if s.kind == "report")
+        for other in spec.report.compare:
+            if other not in plans:
+                raise UserError(
+                    f"experiment {spec.name}: report.compare names {other!r}, which is not an "
+                    f"experiment under experiments/ (have: {', '.join(sorted(plans))})."
+                )
+            for stage in plans[other]:
+                if stage.kind == "collect":
+                    report.upstream[f"{other}-collect"] = stage
+                elif stage.kind == "eval":
+                    report.upstream[f"{other}-eval-{stage.variant}"] = stage
+    planned: dict[str, dict[str, Stage]] = {}  # identity -> experiment -> its instance
+    for name, stages in plans.items():
+        for stage in stages:
+            planned.setdefault(stage.identity, {})[name] = stage
     canonical: dict[str, Stage] = {}
     for ident, instances in planned.items():
         names = sorted(instances, key=lambda n: (len(n), n))

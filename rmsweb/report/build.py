@@ -355,6 +355,15 @@ def inputs_section(runs: Mapping[str, Path], counts: dict[str, dict[str, int]]) 
 # --------------------------------------------------------------------------- assembly
 
 
+def _label_compared(rows: list[EvalRow]) -> None:
+    """With compared experiments the same policy name comes from several runs: label
+    each row by its run (`<experiment>/<policy>`) so tables and metric keys stay apart."""
+    names = [r.policy for r in rows if r.task_id == "*"]
+    if len(names) != len(set(names)):
+        for r in rows:
+            r.policy = r.run.removeprefix("eval/")
+
+
 def build_report(runs: Mapping[str, Path], *, title: str) -> Report:
     """The report over the given runs (role -> run folder; roles as the stage's --in)."""
     from rmsweb.store.views import connect
@@ -364,6 +373,7 @@ def build_report(runs: Mapping[str, Path], *, title: str) -> Report:
     try:
         data = queries.run_all(con)
         rows = eval_rows_from(data["eval_by_task"])
+        _label_compared(rows)
         counts: dict[str, dict[str, int]] = {}
         for role, path in runs.items():
             name = run_name(path).replace("'", "''")

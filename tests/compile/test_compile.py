@@ -172,3 +172,25 @@ def test_skypilot_parser_rejects_a_broken_file(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode != 0 and "num_nodes" in proc.stderr
+
+
+def test_retry_ablations_share_what_does_not_depend_on_collect(repo_root: Path) -> None:
+    stages = {s.name: s for s in load_project(repo_root).stages}
+    assert "miniwob-cpu-retry-none" in stages["eval-expert_miniwob-cpu"].sharers
+    assert "collect_miniwob-cpu-retry-none" in stages
+    assert "sft_miniwob-cpu-retry-blind" in stages
+    study = stages["report_miniwob-cpu-retry-study"]
+    assert study.upstream["miniwob-cpu-retry-none-collect"].name == "collect_miniwob-cpu-retry-none"
+    assert (
+        study.upstream["miniwob-cpu-retry-blind-eval-sft"].name
+        == "eval-sft_miniwob-cpu-retry-blind"
+    )
+    # The study changes only its report: every other stage is miniwob-cpu's.
+    assert "miniwob-cpu-retry-study" in stages["sft_miniwob-cpu"].sharers
+
+
+def test_report_compare_must_name_an_experiment(project: Path) -> None:
+    spec = project / "experiments" / "miniwob-cpu-retry-study.yaml"
+    spec.write_text(spec.read_text().replace("miniwob-cpu-retry-none,", "nope,"))
+    result = CliRunner().invoke(app, ["compile", "--root", str(project)])
+    assert result.exit_code == 2 and "'nope', which is not an experiment" in result.stderr
