@@ -7,22 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from rmsweb.env.launch import LAUNCH_FLAGS, find_chromium
 from rmsweb.report.build import write_report
 from rmsweb.store.synthetic import make_episode, write_demo_runs
 from rmsweb.store.writer import ShardWriter
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+ARGS = list(LAUNCH_FLAGS)
 INJECTION = '</script><img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>'
 
 
@@ -44,11 +36,11 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    playwright = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip("needs Debian's chromium at /usr/bin/chromium")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        executable = find_chromium(p.chromium.executable_path)
+        b = p.chromium.launch(executable_path=executable, args=ARGS, headless=True)
         yield b
         b.close()
 
