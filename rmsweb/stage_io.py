@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,6 @@ class StageIO:
     out: Path
     metrics: Path
     policy: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def input(self, role: str) -> Path:
         if role not in self.inputs:
