@@ -105,3 +105,15 @@ def test_kept_episode_is_the_shortest_success() -> None:
         "Action: click(2)",
     ]
     assert "Previous actions:\nclick(0)\nclick(1)" in samples[2].messages[-1]["content"]
+
+
+def test_samples_never_contain_reflection_text() -> None:
+    from rmsweb.store.rows import ReflectionRow
+
+    failed = _rec("a", 1, 0, False, 1)
+    failed.reflections.append(ReflectionRow("a", 0, "LESSON: click the ok button first", "rule"))
+    kept = _rec("b", 1, 1, True, 2)
+    samples = build_samples([failed, kept], PromptConfig(system="full"), lambda s: len(s.split()))
+    assert samples
+    text = " ".join(str(s.messages) + s.completion for s in samples)
+    assert "LESSON" not in text and "Lessons from earlier attempts" not in text
