@@ -125,6 +125,10 @@ def _write_run(run_dir: Path, rng, frame: dict, n_steps, policy: str, stage: str
             "tokens_out": lens * 25,
             "instruction": ["Click the right option."] * k,
             "env_retries": np.zeros(k, dtype=np.int64),
+            # collect runs know the oracle's gold length: about 1 in 5 successes detoured
+            "reference_steps": (
+                np.maximum(1, lens - (rng.random(k) < 0.2)) if stage == "collect" else [None] * k
+            ),
         }
         total = int(lens.sum())
         step_ids = np.repeat(ids[sl], lens)
@@ -331,6 +335,7 @@ def pandas_once(root: Path) -> tuple[dict[str, float], dict[str, list[dict]]]:
             "wall_s",
             "tokens_in",
             "tokens_out",
+            "reference_steps",
         ],
     )
     st = _read_all(root, "steps", ["episode_id", "parse_ok"])
@@ -400,6 +405,7 @@ def pandas_once(root: Path) -> tuple[dict[str, float], dict[str, list[dict]]]:
             tokens_in=("tokens_in", "sum"),
             tokens_out=("tokens_out", "sum"),
             wall_s=("wall_s", "sum"),
+            teacher_calls=("n_steps", "sum"),
         )
         cost["units"] = c.groupby("run")[["task_id", "seed", "policy"]].apply(
             lambda d: len(d.drop_duplicates())
@@ -411,7 +417,18 @@ def pandas_once(root: Path) -> tuple[dict[str, float], dict[str, list[dict]]]:
             kept_attempt_mean=("attempt", "mean"),
         )
         first = ok[ok.attempt == 0].groupby("run").n_steps.mean().rename("attempt0_steps_mean")
-        return cost.join(k).join(first).reset_index().to_dict("records")
+        gold = kept[kept.reference_steps > 0]
+        over = (gold.n_steps / gold.reference_steps).groupby(gold.run).mean()
+        graded = ok[ok.reference_steps > 0]
+        detour = (graded.n_steps > graded.reference_steps).astype(float).groupby(graded.run).mean()
+        return (
+            cost.join(k)
+            .join(first)
+            .join(over.rename("kept_over_gold"))
+            .join(detour.rename("detour_fraction"))
+            .reset_index()
+            .to_dict("records")
+        )
 
     def collect_kept_steps():
         _, kept = kept_frame()

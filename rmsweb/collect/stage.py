@@ -32,6 +32,8 @@ def collect_job(
             )
 
         outcome: RetryOutcome = await loop.run(attempt, judge, reflector)
+        for rec, verdict in zip(outcome.attempts, outcome.verdicts, strict=True):
+            rec.episode.reference_steps = verdict.reference_length
         if forget is not None:
             forget(task_id, seed)  # the oracle's labels of these states are no longer needed
         # A reflection is stored with the attempt it reflects on.
@@ -65,6 +67,16 @@ def collection_metrics(records: list[EpisodeRecord], max_attempts: int) -> tuple
         if wins:
             kept_steps.append(min(r.episode.n_steps for r in wins))
     kept = len(kept_steps)
+    # Against the oracle's gold length (where the teacher has an oracle): a success with
+    # more steps than gold took a detour.
+    wins = [r.episode for r in records if r.episode.success and r.episode.reference_steps]
+    detoured = [e for e in wins if e.n_steps > (e.reference_steps or 0)]
+    kept_ratio = []
+    for rs in by_key.values():
+        ok = [r.episode for r in rs if r.episode.success and r.episode.reference_steps]
+        if ok:
+            best = min(ok, key=lambda e: (e.n_steps, e.attempt))
+            kept_ratio.append(best.n_steps / (best.reference_steps or 1))
     calls = sum(len(r.steps) for r in records)
     tokens = sum(r.episode.tokens_in + r.episode.tokens_out for r in records)
     seconds = sum(r.episode.wall_s for r in records)
@@ -77,6 +89,13 @@ def collection_metrics(records: list[EpisodeRecord], max_attempts: int) -> tuple
         "yield_first_attempt": curve[0]["yield"] if curve else 0.0,
         "kept": kept,
         "kept_mean_steps": round(sum(kept_steps) / kept, 3) if kept else None,
+        "kept_steps_over_gold": round(sum(kept_ratio) / len(kept_ratio), 4) if kept_ratio else None,
+        "detour_fraction": round(len(detoured) / len(wins), 4) if wins else None,
+        "failure_fraction": round(
+            sum(1 for r in records if not r.episode.success) / len(records), 4
+        )
+        if records
+        else None,
         "env_errors": sum(1 for r in records if r.episode.error),
         "teacher_calls_per_kept": round(calls / kept, 3) if kept else None,
         "teacher_tokens_per_kept": round(tokens / kept, 1) if kept else None,

@@ -132,6 +132,8 @@ def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
         rep.metrics[_key("collect", run, several, "yield")] = solved / total if total else None
         rep.metrics[_key("collect", run, several, "kept")] = k["kept"]
         rep.metrics[_key("collect", run, several, "kept_steps_mean")] = k["kept_steps_mean"]
+        rep.metrics[_key("collect", run, several, "kept_over_gold")] = k["kept_over_gold"]
+        rep.metrics[_key("collect", run, several, "detour_fraction")] = k["detour_fraction"]
         tokens = (k["tokens_in"] or 0) + (k["tokens_out"] or 0)
         rep.metrics[_key("collect", run, several, "tokens_per_kept")] = (
             tokens / k["kept"] if k["kept"] else None
@@ -164,6 +166,9 @@ def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
                 "Steps kept (mean)",
                 "Steps kept (median)",
                 "Steps, first-try successes",
+                "Kept steps / gold",
+                "Detoured successes",
+                "Teacher calls / kept",
                 "Teacher tokens / kept",
                 "Teacher s / kept",
             ],
@@ -175,18 +180,23 @@ def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
                     num(k["kept_steps_mean"], 2),
                     num(k["kept_steps_median"], 1),
                     num(k["attempt0_steps_mean"], 2),
+                    num(k["kept_over_gold"], 3),
+                    pct(k["detour_fraction"]) if k["detour_fraction"] is not None else "—",
+                    per_kept(k["teacher_calls"], k, 2),
                     per_kept((k["tokens_in"] or 0) + (k["tokens_out"] or 0), k, 0),
                     per_kept(k["wall_s"], k, 1),
                 ]
                 for k in kept
             ],
-            ["left", *["right"] * 7],
+            ["left", *["right"] * 10],
         )
     )
     sec.blocks.append(
         Para(
             "Kept: the shortest successful attempt of each unit (what SFT trains on). "
-            "Teacher cost counts every attempt, kept or not."
+            "Gold: the number of steps the oracle (the scripted expert's labels of each "
+            "visited state) finds necessary; a success with more steps took a detour. "
+            "Teacher cost counts every attempt, kept or not (calls: one per step)."
         )
     )
     sec.blocks.append(

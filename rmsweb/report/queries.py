@@ -94,7 +94,7 @@ def collect_first_success(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]
 # The kept trajectory of a unit is its shortest successful attempt (ties: the earlier one).
 KEPT = """
 WITH ok AS (
-    SELECT run, task_id, seed, policy, attempt, n_steps,
+    SELECT run, task_id, seed, policy, attempt, n_steps, reference_steps,
            row_number() OVER (
                PARTITION BY run, task_id, seed, policy ORDER BY n_steps, attempt
            ) AS rank
@@ -114,8 +114,14 @@ def collect_kept(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
             SELECT run, count(*) AS kept,
                    avg(n_steps) AS kept_steps_mean,
                    median(n_steps) AS kept_steps_median,
-                   avg(attempt) AS kept_attempt_mean
+                   avg(attempt) AS kept_attempt_mean,
+                   avg(n_steps / reference_steps)
+                       FILTER (WHERE reference_steps > 0) AS kept_over_gold
             FROM ok WHERE rank = 1 GROUP BY run
+        ), detours AS (
+            -- successes longer than the oracle's gold length took a detour
+            SELECT run, avg((n_steps > reference_steps)::DOUBLE) AS detour_fraction
+            FROM ok WHERE reference_steps > 0 GROUP BY run
         ), first AS (
             SELECT run, avg(n_steps) AS attempt0_steps_mean
             FROM ok WHERE attempt = 0 GROUP BY run
@@ -123,15 +129,17 @@ def collect_kept(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
             SELECT run, count(*) AS episodes,
                    count(DISTINCT (task_id, seed, policy)) AS units,
                    sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out,
-                   sum(wall_s) AS wall_s
+                   sum(wall_s) AS wall_s, sum(n_steps) AS teacher_calls
             FROM episodes WHERE stage = 'collect' GROUP BY run
         )
         SELECT cost.run, units, episodes,
                coalesce(kept, 0) AS kept, kept_steps_mean, kept_steps_median,
-               kept_attempt_mean, attempt0_steps_mean, tokens_in, tokens_out, wall_s
+               kept_attempt_mean, attempt0_steps_mean, tokens_in, tokens_out, wall_s,
+               teacher_calls, kept_over_gold, detour_fraction
         FROM cost
         LEFT JOIN kept USING (run)
         LEFT JOIN first USING (run)
+        LEFT JOIN detours USING (run)
         ORDER BY cost.run
         """,
     )

@@ -44,6 +44,7 @@ class EpisodeRow:
     tokens_out: int = 0
     instruction: str = ""  # (added) the task utterance the policy saw
     env_retries: int = 0  # (added) reruns after environment errors
+    reference_steps: int | None = None  # (added) gold steps by the oracle's labels (collect)
 
 
 @dataclass(slots=True)

@@ -119,3 +119,32 @@ def test_wrong_field_fills_another_textbox() -> None:
     m = MistakenExpert(labels, 1.0, 0.0, ["wrong_field"], ["scroll"], max_mistake_step=1)
     out = asyncio.run(m.act(ActRequest("t", "Enter Bob", obs(), seed=1)))
     assert out.text == 'fill(8, "Bob")'
+
+
+def test_collection_metrics_yield_detours_and_gold() -> None:
+    from rmsweb.collect.stage import collection_metrics
+
+    def rec(seed: int, attempt: int, ok: bool, n: int, gold: int | None) -> EpisodeRecord:
+        r = record(attempt, ok, n)
+        r.episode.seed, r.episode.reference_steps = seed, gold
+        return r
+
+    records = [
+        rec(0, 0, False, 1, None),  # failed, then solved cleanly
+        rec(0, 1, True, 2, 2),
+        rec(1, 0, True, 4, 2),  # detour, then clean
+        rec(1, 1, True, 2, 2),
+        rec(2, 0, True, 3, 3),  # clean at once
+        rec(3, 0, False, 1, None),  # never solved
+        rec(3, 1, False, 1, None),
+    ]
+    metrics, curve = collection_metrics(records, 3)
+    assert curve == [
+        {"attempt": 0, "yield": 0.5},
+        {"attempt": 1, "yield": 0.75},
+        {"attempt": 2, "yield": 0.75},
+    ]
+    assert metrics["kept"] == 3 and metrics["kept_mean_steps"] == round(7 / 3, 3)
+    assert metrics["detour_fraction"] == 0.25  # 1 of 4 successful attempts
+    assert metrics["kept_steps_over_gold"] == 1.0
+    assert metrics["failure_fraction"] == round(3 / 7, 4)
