@@ -375,6 +375,15 @@ def pandas_once(root: Path) -> tuple[dict[str, float], dict[str, list[dict]]]:
         )
         return g.reset_index().to_dict("records")
 
+    def steps_vs_expert():
+        e = ep[(ep.stage == "eval") & ep.success]
+        gold = e[e.policy == "expert"].groupby(["task_id", "seed"]).n_steps.min().rename("gold")
+        m = e.join(gold, on=["task_id", "seed"], how="inner")
+        m = m[m.gold > 0]
+        g = (m.n_steps / m.gold).groupby(m.run).agg(["size", "mean"])
+        g.columns = ["matched", "steps_over_expert"]
+        return g.reset_index().to_dict("records")
+
     def collect_attempts():
         c = ep[ep.stage == "collect"]
         g = (
@@ -469,6 +478,7 @@ def pandas_once(root: Path) -> tuple[dict[str, float], dict[str, list[dict]]]:
         ("failure_modes", failure_modes),
         ("rl_curve", rl_curve),
         ("rl_reasons", rl_reasons),
+        ("steps_vs_expert", steps_vs_expert),
     ]:
         timed(name, fn)
     return timings, results

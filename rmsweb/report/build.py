@@ -365,6 +365,33 @@ def inputs_section(runs: Mapping[str, Path], counts: dict[str, dict[str, int]]) 
 # --------------------------------------------------------------------------- assembly
 
 
+def _steps_vs_expert(
+    rep: Report, results: Section, rows: list[EvalRow], matched: list[dict]
+) -> None:
+    """Steps of solved episodes over the expert's on the same episodes (matched)."""
+    label = {r.run: r.policy for r in rows if r.task_id == "*"}
+    # eval runs are eval/<experiment>/<policy>: the expert itself is the yardstick
+    lines = [m for m in matched if m["run"] in label and not m["run"].endswith("/expert")]
+    if not lines:
+        return
+    results.blocks.append(
+        Table(
+            ["Policy", "Solved episodes", "Steps / expert's steps"],
+            [[label[m["run"]], str(m["matched"]), num(m["steps_over_expert"], 3)] for m in lines],
+            ["left", "right", "right"],
+        )
+    )
+    results.blocks.append(
+        Para(
+            "Steps / expert's steps: for each solved episode, its steps over the expert's on "
+            "the same task and seed, averaged; 1.0 means no detours. Unlike the mean steps "
+            "above it does not depend on which tasks a policy solves."
+        )
+    )
+    for m in lines:
+        rep.metrics[f"steps_over_expert/{label[m['run']]}"] = m["steps_over_expert"]
+
+
 def _label_compared(rows: list[EvalRow]) -> None:
     """With compared experiments the same policy name comes from several runs: label
     each row by its run (`<experiment>/<policy>`) so tables and metric keys stay apart."""
@@ -400,6 +427,7 @@ def build_report(runs: Mapping[str, Path], *, title: str) -> Report:
     doc = Document(title, f"{n_eval} evaluated policies; {len(runs)} input runs.", [])
     rep = Report(doc, eval_rows=rows)
     doc.sections += results_section(rep, rows)
+    _steps_vs_expert(rep, doc.sections[0], rows, data["steps_vs_expert"])
     doc.sections.append(collect_section(rep, data))
     doc.sections.append(mine_section(rep, data["failure_modes"]))
     doc.sections.append(rl_section(rep, data["rl_curve"], data["rl_reasons"]))

@@ -17,10 +17,13 @@ from rmsweb.suites.factory import build_runner
 pytestmark = pytest.mark.browser
 
 TIMING = {"started_at", "wall_s", "latency_s"}
+# The judge's annotation of an attempt (the oracle's gold length), not what the
+# teacher did: plain collection has no judge, so it is compared apart below.
+ANNOTATIONS = {"reference_steps"}
 
 
 def strip(record):
-    ep = {k: v for k, v in asdict(record.episode).items() if k not in TIMING}
+    ep = {k: v for k, v in asdict(record.episode).items() if k not in TIMING | ANNOTATIONS}
     steps = [{k: v for k, v in asdict(s).items() if k not in TIMING} for s in record.steps]
     return ep, steps
 
@@ -61,3 +64,8 @@ def test_retry_none_equals_plain_collection() -> None:
     assert a == b
     assert any(not ep["success"] for ep, _ in a), "the mistake model made some attempts fail"
     assert all(not r.reflections for r in retried.records)
+    # The judge saw every solved attempt and gave it a gold length; plain collection did not.
+    assert all(r.episode.reference_steps is None for r in plain.records)
+    assert all(r.episode.reference_steps for r in retried.records if r.episode.success), (
+        "the oracle judge annotates solved attempts with their gold length"
+    )

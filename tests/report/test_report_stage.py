@@ -54,8 +54,10 @@ def test_full_report(demo: tuple[Path, dict[str, Path]], tmp_path: Path) -> None
     assert "No " not in md.split("## Inputs")[0]  # every section had data
     # The results table: policies in input (spec) order, one line each.
     results = md.split("## Results")[1].split("## ")[0]
-    table = [line for line in results.splitlines() if line.startswith("| ")]
+    table = results.split("\n\n")[1].splitlines()  # the first table of the section
     assert [line.split(" | ")[0] for line in table[2:]] == ["| expert", "| random", "| sft", "| rl"]
+    # ... then the matched steps against the expert, for every policy but the expert
+    assert "| Policy | Solved episodes | Steps / expert's steps |" in results
     for name in ("success", "yield", "kept_steps", "failure_modes", "rl"):
         png = out / "plots" / f"{name}.png"
         assert png.read_bytes().startswith(b"\x89PNG") and f"](plots/{name}.png)" in md
