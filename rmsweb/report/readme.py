@@ -22,10 +22,23 @@ def extract(report_md: str) -> str:
         m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", report_md, re.S | re.M)
         if not m:
             continue
-        table = [ln for ln in m.group(1).splitlines() if ln.startswith("|")]
-        if table:
-            out.append(f"**{title}**\n\n" + "\n".join(table))
+        tables = _tables(m.group(1))
+        if tables:
+            # A blank line between tables: Markdown would otherwise run them together.
+            out.append(f"**{title}**\n\n" + "\n\n".join(tables))
     return "\n\n".join(out)
+
+
+def _tables(section: str) -> list[str]:
+    """Each run of consecutive table lines in `section`, as one string."""
+    tables, current = [], []
+    for line in [*section.splitlines(), ""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append("\n".join(current))
+            current = []
+    return tables
 
 
 def paste(readme: str, tables: str, source: str) -> str:

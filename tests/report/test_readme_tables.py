@@ -16,6 +16,10 @@ REPORT = """# x
 
 Some text.
 
+| Policy | Steps / expert's steps |
+| --- | ---: |
+| sft | 1.000 |
+
 ## Per-task success
 
 | Task | sft |
@@ -32,6 +36,8 @@ def test_extract_and_paste() -> None:
     tables = extract(REPORT)
     assert "| sft | 400 |" in tables and "| click-button | 50.0% (50) |" in tables
     assert "| a | b |" not in tables and "Some text" not in tables
+    # Two tables of one section stay two tables (a blank line between them).
+    assert "| sft | 400 |\n\n| Policy | Steps / expert's steps |" in tables
     readme = f"intro\n{START}\nold\n{END}\noutro\n"
     new = paste(readme, tables, "runs/report/x/report.md")
     assert new.startswith("intro\n") and new.endswith("\noutro\n")
