@@ -72,6 +72,8 @@ def _absent(what: str, table: str, stage: str) -> Para:
 
 
 def _key(kind: str, run: str, several: bool, name: str) -> str:
+    # Runs are named "<stage>/<exp>": "collect/collect/x/yield" would repeat the stage.
+    run = run.removeprefix(f"{kind}/")
     return f"{kind}/{run}/{name}" if several else f"{kind}/{name}"
 
 

@@ -133,3 +133,11 @@ def test_missing_input_is_a_user_error(tmp_path: Path) -> None:
     io = stage_io(tmp_path, {"eval-sft": tmp_path / "nope"})
     with pytest.raises(StageInputError, match="does not exist"):
         main(io)
+
+
+def test_metric_keys_do_not_repeat_the_stage() -> None:
+    from rmsweb.report.build import _key
+
+    assert _key("collect", "collect/exp-a", True, "yield") == "collect/exp-a/yield"
+    assert _key("collect", "collect/exp-a", False, "yield") == "collect/yield"
+    assert _key("rl", "rl/exp-a", True, "accept_rate") == "rl/exp-a/accept_rate"
