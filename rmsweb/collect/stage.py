@@ -61,22 +61,20 @@ def collection_metrics(records: list[EpisodeRecord], max_attempts: int) -> tuple
             any(r.episode.success for r in rs if r.episode.attempt <= k) for rs in by_key.values()
         )
         curve.append({"attempt": k, "yield": round(solved / n, 4) if n else 0.0})
-    kept_steps = []
-    for rs in by_key.values():
-        wins = [r for r in rs if r.episode.success]
-        if wins:
-            kept_steps.append(min(r.episode.n_steps for r in wins))
-    kept = len(kept_steps)
+    # The kept trajectory of a unit: its shortest success (ties: the earlier attempt), as
+    # in the report's KEPT query.
+    kept_eps = [
+        min(wins, key=lambda e: (e.n_steps, e.attempt))
+        for rs in by_key.values()
+        if (wins := [r.episode for r in rs if r.episode.success])
+    ]
+    kept = len(kept_eps)
     # Against the oracle's gold length (where the teacher has an oracle): a success with
     # more steps than gold took a detour.
-    wins = [r.episode for r in records if r.episode.success and r.episode.reference_steps]
-    detoured = [e for e in wins if e.n_steps > (e.reference_steps or 0)]
-    kept_ratio = []
-    for rs in by_key.values():
-        ok = [r.episode for r in rs if r.episode.success and r.episode.reference_steps]
-        if ok:
-            best = min(ok, key=lambda e: (e.n_steps, e.attempt))
-            kept_ratio.append(best.n_steps / (best.reference_steps or 1))
+    graded = [r.episode for r in records if r.episode.success and r.episode.reference_steps]
+    detoured = sum(1 for e in graded if e.n_steps > e.reference_steps)
+    kept_ratio = [e.n_steps / e.reference_steps for e in kept_eps if e.reference_steps]
+    failures = sum(1 for r in records if not r.episode.success)
     calls = sum(len(r.steps) for r in records)
     tokens = sum(r.episode.tokens_in + r.episode.tokens_out for r in records)
     seconds = sum(r.episode.wall_s for r in records)
@@ -88,14 +86,10 @@ def collection_metrics(records: list[EpisodeRecord], max_attempts: int) -> tuple
         "yield": curve[-1]["yield"] if curve else 0.0,
         "yield_first_attempt": curve[0]["yield"] if curve else 0.0,
         "kept": kept,
-        "kept_mean_steps": round(sum(kept_steps) / kept, 3) if kept else None,
+        "kept_mean_steps": round(sum(e.n_steps for e in kept_eps) / kept, 3) if kept else None,
         "kept_steps_over_gold": round(sum(kept_ratio) / len(kept_ratio), 4) if kept_ratio else None,
-        "detour_fraction": round(len(detoured) / len(wins), 4) if wins else None,
-        "failure_fraction": round(
-            sum(1 for r in records if not r.episode.success) / len(records), 4
-        )
-        if records
-        else None,
+        "detour_fraction": round(detoured / len(graded), 4) if graded else None,
+        "failure_fraction": round(failures / attempts, 4) if attempts else None,
         "env_errors": sum(1 for r in records if r.episode.error),
         "teacher_calls_per_kept": round(calls / kept, 3) if kept else None,
         "teacher_tokens_per_kept": round(tokens / kept, 1) if kept else None,

@@ -372,8 +372,7 @@ def _steps_vs_expert(
 ) -> None:
     """Steps of solved episodes over the expert's on the same episodes (matched)."""
     label = {r.run: r.policy for r in rows if r.task_id == "*"}
-    # eval runs are eval/<experiment>/<policy>: the expert itself is the yardstick
-    lines = [m for m in matched if m["run"] in label and not m["run"].endswith("/expert")]
+    lines = [m for m in matched if m["run"] in label]
     if not lines:
         return
     results.blocks.append(

@@ -203,19 +203,19 @@ def rl_reasons(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 
 def steps_vs_expert(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Per eval run: steps of its solved episodes over the expert's steps on the same
-    (task, seed). Matched, so it is not skewed by which tasks a policy happens to solve."""
+    """Per eval run of a non-expert policy: steps of its solved episodes over the expert's
+    steps on the same episode (suite, split, task, seed). Matched, so it is not skewed by which tasks a policy happens to solve."""
     return fetch(
         con,
         """
         WITH gold AS (
-            SELECT task_id, seed, min(n_steps) AS gold
+            SELECT suite, split, task_id, seed, min(n_steps) AS gold
             FROM episodes WHERE stage = 'eval' AND policy = 'expert' AND success
-            GROUP BY task_id, seed
+            GROUP BY ALL
         )
         SELECT run, count(*) AS matched, avg(n_steps / gold) AS steps_over_expert
-        FROM episodes JOIN gold USING (task_id, seed)
-        WHERE stage = 'eval' AND success AND gold > 0
+        FROM episodes JOIN gold USING (suite, split, task_id, seed)
+        WHERE stage = 'eval' AND policy <> 'expert' AND success AND gold > 0
         GROUP BY run ORDER BY run
         """,
     )
