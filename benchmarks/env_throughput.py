@@ -85,7 +85,7 @@ class Result:
 
 async def run_rmsweb(seeds: list[int], contexts: int, screenshots: bool) -> Result:
     from rmsweb.agents.expert import ExpertPolicy
-    from rmsweb.runner import EpisodeRunner
+    from rmsweb.rollout.runner import EpisodeRunner
     from rmsweb.store.rows import MemorySink
     from rmsweb.suites.miniwob import MiniWoB
     from rmsweb.suites.miniwob_experts import EXPERTS

@@ -6,8 +6,6 @@ is imported inside its command, so `rmsweb --help`, `validate` and `compile`
 never load them.
 """
 
-from __future__ import annotations
-
 import importlib
 import sys
 from collections.abc import Callable
@@ -18,6 +16,7 @@ import typer
 
 from rmsweb.errors import UserError
 from rmsweb.spec import SpecErrors
+from rmsweb.stages import STAGE_LIST, StageDef
 
 app = typer.Typer(
     name="rmsweb",
@@ -31,17 +30,6 @@ suite_app = typer.Typer(
     help="Suites: list tasks, check the scripted experts.", no_args_is_help=True
 )
 app.add_typer(suite_app, name="suite")
-
-# Where each pipeline stage's body lives: `main(io: StageIO) -> None`.
-STAGE_MODULES = {
-    "collect": "rmsweb.collect.stage",
-    "model": "rmsweb.models.stage",
-    "sft": "rmsweb.train.sft",
-    "mine": "rmsweb.mine.stage",
-    "rl": "rmsweb.train.salvage_ds.stage",
-    "eval": "rmsweb.evaluate.stage",
-    "report": "rmsweb.report.stage",
-}
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -65,15 +53,8 @@ def run_guarded(fn: Callable[[], Any]) -> Any:
 
 
 def load_impl(module: str, attr: str = "main") -> Callable[..., Any]:
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and (exc.name == module or module.startswith(exc.name + ".")):
-            raise UserError(
-                f"{module} is not part of this rmsweb build yet; update rmsweb."
-            ) from None
-        raise
-    return getattr(mod, attr)
+    """A command's body, imported only when the command runs (heavy imports stay lazy)."""
+    return getattr(importlib.import_module(module), attr)
 
 
 # --------------------------------------------------------------------------- specs
@@ -162,63 +143,66 @@ Metrics = Annotated[Path, typer.Option("--metrics", help="Metrics JSON (DVC metr
 
 
 def _run_stage(
-    kind: str,
+    stage: StageDef,
     exp: str,
     params: Path,
     ins: list[str] | None,
     out: Path,
     metrics: Path,
-    policy: str | None = None,
+    variant: str | None = None,
 ) -> None:
-    from rmsweb.compile.graph import DISTRIBUTED
     from rmsweb.stage_io import make_stage_io
 
     def go() -> None:
-        io = make_stage_io(exp, params, ins or [], out, metrics, policy)
-        if kind in DISTRIBUTED:
-            from rmsweb.launch import relaunch_under_torchrun
+        io = make_stage_io(exp, params, ins or [], out, metrics, variant)
+        if stage.distributed:
+            from rmsweb.distributed import relaunch_under_torchrun
 
             code = relaunch_under_torchrun(sys.argv[1:])
             if code is not None:  # ran under torchrun (SkyPilot multi-GPU)
                 raise typer.Exit(code)
-        load_impl(STAGE_MODULES[kind])(io)
+        load_impl(stage.module)(io)
 
     run_guarded(go)
 
 
-def _stage_command(kind: str, name: str, doc: str) -> None:
-    def command(
-        exp: Exp,
-        out: Out,
-        metrics: Metrics,
-        params: Params = Path("params.yaml"),
-        ins: Ins = None,
-    ) -> None:
-        _run_stage(kind, exp, params, ins, out, metrics)
+def _stage_command(stage: StageDef) -> None:
+    """`rmsweb <kind>`: the stage's I/O contract (rmsweb.stage_io) around its module's main.
 
-    command.__doc__ = doc
-    app.command(name, rich_help_panel="Pipeline stages")(command)
+    (This module has no `from __future__ import annotations`: typer reads the options'
+    annotations, and the variant option's name comes from the registry entry.)
+    """
+    if stage.variant:
+
+        def command(
+            exp: Exp,
+            variant: Annotated[
+                str, typer.Option(f"--{stage.variant}", help=f"Name of the {stage.variant}.")
+            ],
+            out: Out,
+            metrics: Metrics,
+            params: Params = Path("params.yaml"),
+            ins: Ins = None,
+        ) -> None:
+            _run_stage(stage, exp, params, ins, out, metrics, variant)
+
+    else:
+
+        def command(  # type: ignore[misc]
+            exp: Exp,
+            out: Out,
+            metrics: Metrics,
+            params: Params = Path("params.yaml"),
+            ins: Ins = None,
+        ) -> None:
+            _run_stage(stage, exp, params, ins, out, metrics)
+
+    command.__doc__ = f"{stage.help}\n\nCode: {stage.module_file} (its main(io))."
+    app.command(stage.verb, rich_help_panel="Pipeline stages")(command)
 
 
-_stage_command("collect", "collect", "Collect teacher trajectories (with reflection retries).")
-_stage_command("model", "make-tiny-model", "Build a tiny random model + tokenizer offline.")
-_stage_command("sft", "sft", "Supervised fine-tuning on the kept trajectories.")
-_stage_command("mine", "mine", "Mine critical and fragile states of the SFT policy.")
-_stage_command("rl", "rl", "RL on mined states: grpo, dapo_ds or Salvage-DS.")
-_stage_command("report", "report", "Write the experiment's report (markdown + HTML).")
-
-
-@app.command("eval", rich_help_panel="Pipeline stages")
-def eval_cmd(
-    exp: Exp,
-    policy: Annotated[str, typer.Option("--policy", help="Name of the eval policy.")],
-    out: Out,
-    metrics: Metrics,
-    params: Params = Path("params.yaml"),
-    ins: Ins = None,
-) -> None:
-    """Evaluate one policy on the held-out split."""
-    _run_stage("eval", exp, params, ins, out, metrics, policy)
+for _stage in STAGE_LIST:
+    _stage_command(_stage)
 
 
 # --------------------------------------------------------------------------- tools
@@ -244,7 +228,7 @@ def suite_check(
 ) -> None:
     """Run each scripted expert and print a per-task success table (exit 1 below 95%)."""
     code = run_guarded(
-        lambda: load_impl("rmsweb.suites.commands", "check_experts")(
+        lambda: load_impl("rmsweb.evaluate.experts", "check_experts")(
             suite, split=split, seeds=seeds, tasks=tasks or None, contexts=contexts
         )
     )
@@ -291,7 +275,7 @@ def worker(
     ] = False,
 ) -> None:
     """Multi-node: join the distributed stages the head node posts (SkyPilot workers)."""
-    run_guarded(lambda: load_impl("rmsweb.launch", "worker_main")(exp, finish=finish))
+    run_guarded(lambda: load_impl("rmsweb.distributed", "worker_main")(exp, finish=finish))
 
 
 def main() -> None:

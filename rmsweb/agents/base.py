@@ -1,5 +1,8 @@
 """The policy protocol: every actor (scripted expert, random, HF model, OpenAI endpoint).
 
+The request type (`ActRequest`, `HistoryItem`) lives in rmsweb.env.types, below every
+package that builds or answers one.
+
 A policy answers one request at a time, asynchronously; backends that batch
 (transformers generate) coalesce concurrent requests internally, so the episode
 runner stays a plain loop per episode.
@@ -7,31 +10,10 @@ runner stays a plain loop per episode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
-from rmsweb.env.types import Observation
-
-
-@dataclass(slots=True)
-class HistoryItem:
-    """One earlier step of the episode as the prompt shows it."""
-
-    output_text: str
-    action_text: str | None  # formatted action, None if the output did not parse
-    error: str | None  # env error of executing it
-
-
-@dataclass(slots=True)
-class ActRequest:
-    task_id: str
-    instruction: str
-    observation: Observation
-    history: list[HistoryItem] = field(default_factory=list)
-    reflections: list[str] = field(default_factory=list)  # teachers only (recipe part R)
-    seed: int = 0  # episode seed: lets stochastic policies be reproducible
-    step: int = 0
-    attempt: int = 0
+from rmsweb.env.types import ActRequest
 
 
 @dataclass(slots=True)

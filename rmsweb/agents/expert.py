@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from rmsweb.agents.base import ActRequest, ActResult
+from rmsweb.agents.base import ActResult
 from rmsweb.env.actions import format_action
-from rmsweb.suites.base import Expert
+from rmsweb.env.types import ActRequest, Expert
 
 
 class ExpertPolicy:

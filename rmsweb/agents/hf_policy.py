@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from rmsweb.agents.base import ActRequest, ActResult
+from rmsweb.agents.base import ActResult
 from rmsweb.agents.prompt import PromptConfig, build_messages
+from rmsweb.env.types import ActRequest
 
 
 @dataclass

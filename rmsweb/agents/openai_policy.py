@@ -14,9 +14,10 @@ import base64
 import time
 from typing import TYPE_CHECKING, Any
 
-from rmsweb.agents.base import ActRequest, ActResult
+from rmsweb.agents.base import ActResult
 from rmsweb.agents.openai_client import ChatClient
 from rmsweb.agents.prompt import PromptConfig, approx_tokens, build_messages
+from rmsweb.env.types import ActRequest
 
 if TYPE_CHECKING:
     from rmsweb.spec.collect import OpenAIEndpoint

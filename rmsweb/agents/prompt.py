@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rmsweb.agents.base import HistoryItem
+from rmsweb.env.types import HistoryItem
 
 SYSTEM_FULL = """\
 You are a web agent. Each turn you see the task and the page as lines `[id] role "name"`.

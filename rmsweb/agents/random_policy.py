@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 import time
 
-from rmsweb.agents.base import ActRequest, ActResult
+from rmsweb.agents.base import ActResult
 from rmsweb.env.actions import Action, click, fill, format_action, select
-from rmsweb.env.types import Observation
+from rmsweb.env.types import ActRequest, Observation
 
 TEXT_ROLES = {"textbox", "searchbox", "combobox"}
 WORDS = ("hello", "test", "bob", "submit", "42", "yes", "alpha", "x")

@@ -19,24 +19,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from rmsweb.judge.types import JudgeFn, ReflectFn, Reflection, Verdict
 from rmsweb.store.rows import EpisodeRecord
-
-
-@dataclass(frozen=True)
-class Verdict:
-    success: bool
-    detour: bool = False
-    reference_length: int | None = None  # gold number of steps, when known
-    redundant_steps: tuple[int, ...] = ()  # steps the judge found unnecessary
-
-
-@dataclass
-class Reflection:
-    attempt: int  # the attempt reflected on
-    text: str
-    source: str
-    tokens_in: int = 0
-    tokens_out: int = 0
 
 
 @dataclass
@@ -55,12 +39,6 @@ class RetryOutcome:
 
 
 AttemptFn = Callable[[int, Sequence[str]], Awaitable[EpisodeRecord]]
-JudgeFn = Callable[[EpisodeRecord], Awaitable[Verdict]]
-ReflectFn = Callable[[EpisodeRecord, Verdict, Sequence[str]], Awaitable[Reflection]]
-
-
-def is_detour(n_steps: int, reference_length: int | None, slack: float) -> bool:
-    return reference_length is not None and n_steps > reference_length * (1 + slack)
 
 
 class RetryLoop:

@@ -1,7 +1,5 @@
-"""Teachers for the collect stage: who acts, who judges an attempt, who reflects on it.
+"""The collect stage's teacher: who acts (with the mistake model), who judges, who reflects.
 
-- `OracleLabels` records, for every state a teacher visits, the scripted
-  expert's acceptable actions (offline suites can label any state).
 - `MistakenExpert` is the scripted expert with a mistake model: per attempt it
   may make one task-breaking error (distractor click, wrong field, wrong option,
   premature stop) and take detours (irrelevant click, scroll, back-and-forth),
@@ -10,12 +8,8 @@
   itself on the same state) and otherwise draws afresh, so every attempt keeps
   the base rates. Reflections that name a step ("Step 2: ...") make it avoid the
   mistake or detour it planned there.
-- `oracle_judge`: success from the suite's reward; redundant steps are those
-  whose action is not acceptable in the state (by the expert's labels); a
-  success with redundant steps or more than reference_length * (1 + slack)
-  steps is a detour.
-- `rule_reflector` diffs the trajectory against the labels in plain language;
-  `llm_reflector` asks the teacher model itself (openai teachers).
+- `build_teacher` puts together the teacher policy, its judge and its reflector
+  (rmsweb.judge) from the spec.
 """
 
 from __future__ import annotations
@@ -24,27 +18,17 @@ import hashlib
 import random
 import re
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from rmsweb.agents.base import ActRequest, ActResult
-from rmsweb.collect.retry import Reflection, Verdict, is_detour
-from rmsweb.env.actions import (
-    Action,
-    click,
-    fill,
-    format_action,
-    matches_any,
-    parse_action,
-    scroll,
-    select,
-    stop,
-)
-from rmsweb.env.types import Observation
-from rmsweb.store.rows import EpisodeRecord
-
-StepKey = tuple[str, int, int, int]  # task, seed, attempt, step
+from rmsweb.agents.base import ActResult, Policy
+from rmsweb.env.actions import Action, click, fill, format_action, scroll, select, stop
+from rmsweb.env.types import ActRequest, Observation
+from rmsweb.judge.oracle import LabelingPolicy, OracleLabels
+from rmsweb.judge.outcome import oracle_judge, reward_judge
+from rmsweb.judge.reflect import llm_reflector, rule_reflector
+from rmsweb.judge.types import JudgeFn, ReflectFn
 
 CLICKABLE = {"button", "link", "tab", "checkbox", "radio", "menuitem", "treeitem", "option"}
 TEXT_FIELDS = {"textbox", "searchbox", "combobox"}
@@ -55,57 +39,6 @@ _STEP = re.compile(r"\bStep (\d+)\b")
 def _rng(*parts: object) -> random.Random:
     digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
-
-
-def describe(obs: Observation, target: str | None) -> str:
-    el = obs.elements.get(target or "")
-    return f'{el.role} "{el.name}"' if el else "an element"
-
-
-@dataclass
-class StepLabel:
-    acceptable: list[Action]
-    observation: Observation
-
-
-@dataclass
-class OracleLabels:
-    """Expert labels of the states visited in the current attempts, by step key."""
-
-    experts: Mapping[str, Any]
-    labels: dict[StepKey, StepLabel] = field(default_factory=dict)
-
-    def record(self, request: ActRequest) -> list[Action]:
-        expert = self.experts[request.task_id]
-        acceptable = list(
-            expert.acceptable_actions(request.instruction, request.observation, request.history)
-        )
-        key = (request.task_id, request.seed, request.attempt, request.step)
-        self.labels[key] = StepLabel(acceptable, request.observation)
-        return acceptable
-
-    def get(self, task: str, seed: int, attempt: int, step: int) -> StepLabel | None:
-        return self.labels.get((task, seed, attempt, step))
-
-    def forget(self, task: str, seed: int) -> None:
-        for key in [k for k in self.labels if k[0] == task and k[1] == seed]:
-            del self.labels[key]
-
-
-class LabelingPolicy:
-    """Wraps any teacher: records the oracle's labels of each state, then lets it act."""
-
-    def __init__(self, inner: Any, labels: OracleLabels) -> None:
-        self.inner = inner
-        self.labels = labels
-        self.name = inner.name
-
-    async def act(self, request: ActRequest) -> ActResult:
-        self.labels.record(request)
-        return await self.inner.act(request)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 @dataclass(frozen=True)
@@ -232,136 +165,14 @@ class MistakenExpert:
         self._pending.clear()
 
 
-# --------------------------------------------------------------------------- judge
-
-
-def redundant_steps(rec: EpisodeRecord, labels: OracleLabels) -> tuple[list[int], int | None]:
-    """Steps whose action was not acceptable; and the first of them that is a mistake."""
-    ep = rec.episode
-    redundant = []
-    for st in rec.steps:
-        label = labels.get(ep.task_id, ep.seed, ep.attempt, st.step)
-        if label is None:
-            continue
-        action = Action.from_row(st.action) if st.action else None
-        ok = action is not None and matches_any(
-            action, label.acceptable, elements=label.observation.elements
-        )
-        if not ok:
-            redundant.append(st.step)
-    return redundant, (redundant[0] if redundant else None)
-
-
-def oracle_judge(labels: OracleLabels, detour_slack: float) -> Any:
-    async def judge(rec: EpisodeRecord) -> Verdict:
-        redundant, _ = redundant_steps(rec, labels)
-        n = rec.episode.n_steps
-        reference = n - len(redundant) if rec.episode.success else None
-        detour = rec.episode.success and (bool(redundant) or is_detour(n, reference, detour_slack))
-        return Verdict(rec.episode.success, detour, reference, tuple(redundant))
-
-    return judge
-
-
-async def reward_judge(rec: EpisodeRecord) -> Verdict:
-    """Without an oracle: success from the suite's reward, no detour detection."""
-    return Verdict(rec.episode.success)
-
-
-# --------------------------------------------------------------------------- reflectors
-
-
-def rule_reflector(labels: OracleLabels) -> Any:
-    """Plain-language diff of the trajectory against the expert's labels."""
-
-    async def reflect(rec: EpisodeRecord, verdict: Verdict, earlier: Sequence[str]) -> Reflection:
-        ep = rec.episode
-        notes: list[str] = []
-        for st in rec.steps:
-            if st.step not in verdict.redundant_steps:
-                continue
-            label = labels.get(ep.task_id, ep.seed, ep.attempt, st.step)
-            if label is None:
-                continue
-            obs = label.observation
-            did = (
-                format_action(Action.from_row(st.action)) if st.action else "an unparseable output"
-            )
-            acted = describe(obs, st.action.target if st.action else None)
-            if label.acceptable:
-                right = label.acceptable[0]
-                should = f"{format_action(right)} ({describe(obs, right.target)})"
-                if st.action and st.action.type in ("stop", "answer"):
-                    what = f"stopped with {did} although the task was not done"
-                elif st.action and st.action.target:
-                    what = f"did {did} on {acted}"
-                else:
-                    what = f"did {did}"
-                notes.append(f"Step {st.step + 1}: {what}; the right action was {should}.")
-            else:
-                notes.append(f"Step {st.step + 1}: {did} was not needed.")
-        if not ep.success:
-            outcome = "The attempt failed"
-            if ep.error:
-                outcome += f" (environment error: {ep.error})"
-        else:
-            outcome = f"The attempt succeeded in {ep.n_steps} steps but took detours"
-        text = outcome + ". " + (" ".join(notes) if notes else "Follow the task more directly.")
-        return Reflection(ep.attempt, text, "rule")
-
-    return reflect
-
-
-REFLECTION_PROMPT = """\
-You attempted a web task and did not solve it cleanly. Write 1-3 short sentences:
-name the first wrong or unnecessary step (by its number, as "Step N") and what to do
-instead. Be concrete (element ids and names).
-
-Task: {instruction}
-Steps:
-{steps}
-Outcome: {outcome}
-Earlier lessons: {earlier}"""
-
-
-def llm_reflector(client: Any, model_name: str) -> Any:
-    """The teacher model reflects on its own attempt (openai teachers)."""
-
-    async def reflect(rec: EpisodeRecord, verdict: Verdict, earlier: Sequence[str]) -> Reflection:
-        ep = rec.episode
-        lines = []
-        for st in rec.steps:
-            parsed = parse_action(st.output_text)
-            shown = format_action(parsed) if isinstance(parsed, Action) else st.output_text[:80]
-            err = f" -> error: {st.env_error}" if st.env_error else ""
-            lines.append(f"Step {st.step + 1}: {shown}{err}")
-        outcome = "success with detours" if ep.success else "failure"
-        prompt = REFLECTION_PROMPT.format(
-            instruction=ep.instruction,
-            steps="\n".join(lines) or "(none)",
-            outcome=outcome,
-            earlier="; ".join(earlier) or "none",
-        )
-        text, usage = await client.chat([{"role": "user", "content": prompt}])
-        return Reflection(
-            ep.attempt,
-            " ".join(text.split())[:600],
-            model_name,
-            int(usage.get("prompt_tokens", 0)),
-            int(usage.get("completion_tokens", 0)),
-        )
-
-    return reflect
-
-
 # --------------------------------------------------------------------------- builder
 
 
 @dataclass
 class Teacher:
-    policy: Any
-    judge: Any
-    reflector: Any
+    policy: Policy
+    judge: JudgeFn
+    reflector: ReflectFn
     labels: OracleLabels | None  # expert labels of visited states (offline suites)
 
     def forget(self, task: str, seed: int) -> None:
@@ -384,7 +195,7 @@ def build_teacher(spec: Any, suite: Any) -> Teacher:
 
         expert_policy(suite, tasks)  # raises a clear error when an expert is missing
         assert labels is not None
-        policy: Any = MistakenExpert(
+        policy: Policy = MistakenExpert(
             labels,
             teacher_spec.error_rate,
             teacher_spec.detour_rate,

@@ -19,35 +19,7 @@ from typing import Any
 
 from rmsweb.errors import UserError
 from rmsweb.spec import ExperimentSpec
-
-# Code each stage runs; a change there reruns the stage. Kept to the stage's own
-# package and what shapes its output (prompts shape SFT samples, the env shapes
-# episodes), not every import, so a report tweak does not retrain a model.
-CODE_DEPS: dict[str, tuple[str, ...]] = {
-    "collect": ("rmsweb/collect", "rmsweb/agents", "rmsweb/suites", "rmsweb/env"),
-    "model": ("rmsweb/models",),
-    "sft": ("rmsweb/train/sft.py", "rmsweb/agents/prompt.py", "rmsweb/models"),
-    "mine": ("rmsweb/mine", "rmsweb/agents", "rmsweb/suites", "rmsweb/env"),
-    "rl": ("rmsweb/train", "rmsweb/agents/prompt.py", "rmsweb/models"),
-    "eval": ("rmsweb/evaluate", "rmsweb/agents", "rmsweb/suites", "rmsweb/env"),
-    "report": ("rmsweb/report", "rmsweb/store"),
-}
-
-# Stages that train a model: under SkyPilot with num_nodes > 1 they run with torchrun.
-DISTRIBUTED = frozenset({"sft", "rl"})
-
-# (x, y) of the plot files each stage writes next to its metrics.
-PLOTS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "sft": (("loss.csv", "step", "loss"),),
-    "rl": (("curves.csv", "step", "reward_mean"),),
-    "collect": (("yield.csv", "attempt", "yield"),),
-    "report": (
-        ("success.csv", "policy", "success"),
-        ("yield.csv", "attempt", "yield"),
-        ("failure_modes.csv", "failure_mode", "states"),
-        ("rl.csv", "step", "reward_mean"),
-    ),
-}
+from rmsweb.stages import STAGES, StageDef
 
 
 @dataclass(frozen=True)
@@ -91,9 +63,13 @@ class Stage:
         return f"metrics/{self.kind}/{self.stem}.json"
 
     @property
+    def definition(self) -> StageDef:
+        return STAGES[self.kind]
+
+    @property
     def plots(self) -> list[tuple[str, str, str]]:
         return [
-            (f"metrics/{self.kind}/{self.stem}.{f}", x, y) for f, x, y in PLOTS.get(self.kind, ())
+            (f"metrics/{self.kind}/{self.stem}.{p.file}", p.x, p.y) for p in self.definition.plots
         ]
 
 
@@ -243,5 +219,5 @@ def plan_project(specs: Iterable[ExperimentSpec]) -> list[Stage]:
         canonical[ident] = stage
     for stage in canonical.values():
         stage.upstream = {role: canonical[up.identity] for role, up in stage.upstream.items()}
-    rank = {k: i for i, k in enumerate(("collect", "model", "sft", "mine", "rl", "eval", "report"))}
+    rank = {k: i for i, k in enumerate(STAGES)}
     return sorted(canonical.values(), key=lambda s: (rank[s.kind], s.owner, s.variant or ""))

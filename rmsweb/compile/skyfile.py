@@ -7,8 +7,9 @@ from typing import Any
 import yaml
 
 from rmsweb.spec import ExperimentSpec
+from rmsweb.stages import STAGES
 
-from .graph import DISTRIBUTED, Stage
+from .graph import Stage
 
 # Names only: values are given at launch time (`--secret NAME`) and never written down.
 SECRETS = ("HF_TOKEN", "OPENAI_API_KEY", "WANDB_API_KEY")
@@ -86,7 +87,7 @@ def render_sky_yaml(spec: ExperimentSpec, stages: list[Stage], source: str) -> s
     c = spec.compute
     bucket = c.checkpoint_bucket or f"rmsweb-ckpt-{name}"
     multi = c.num_nodes > 1
-    distributed = sorted({s.kind for s in report.upstream.values()} & DISTRIBUTED)
+    distributed = sorted({s.kind for s in report.upstream.values() if STAGES[s.kind].distributed})
     torchrun = ""
     if c.accelerators and ":" in c.accelerators and int(c.accelerators.split(":")[1]) > 1:
         torchrun = 'export RMSWEB_TORCHRUN="--nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE"\n'

@@ -21,12 +21,22 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rmsweb.env.types import Element
-from rmsweb.store.rows import ActionRow
 
 ActionType = Literal[
     "click", "fill", "select", "press", "scroll", "goto", "go_back", "answer", "stop", "click_xy"
 ]
 SCROLL_DIRECTIONS = ("up", "down", "left", "right")
+
+
+@dataclass(slots=True)
+class ActionRow:
+    """An action as the steps table stores it (a struct column): type plus its arguments."""
+
+    type: str  # click, fill, select, press, scroll, goto, go_back, answer, stop, click_xy
+    target: str | None = None  # element id as text (ids are strings in the observation)
+    text: str | None = None  # fill/select/press/scroll/goto/answer argument
+    x: float | None = None  # click_xy
+    y: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

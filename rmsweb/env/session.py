@@ -20,13 +20,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from rmsweb.env.actions import Action
 from rmsweb.env.errors import EnvError, is_gone
-from rmsweb.env.observe import (
-    ID_ATTR,
-    build_observation,
-    observe_args,
-    parse_raw,
-    script,
-)
+from rmsweb.env.observe import ID_ATTR, build_observation, observe_args, parse_raw, script
 from rmsweb.env.types import Box, Observation
 
 T = TypeVar("T")

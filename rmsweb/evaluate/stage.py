@@ -16,8 +16,8 @@ from rmsweb.evaluate.metrics import eval_rows
 
 async def _run(io: Any, policy_spec: Any) -> float:
     from rmsweb.agents.build import eval_policy
+    from rmsweb.rollout.build import build_runner
     from rmsweb.store.writer import ShardWriter
-    from rmsweb.suites.factory import build_runner
 
     spec = io.spec
     split = spec.eval.split

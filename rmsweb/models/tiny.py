@@ -7,40 +7,11 @@ them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-@dataclass(frozen=True)
-class TinySize:
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    head_dim: int = 16
-    intermediate_size: int = 192
-    max_position_embeddings: int = 2048
-    vision_depth: int = 2
-    vision_hidden_size: int = 32
-    patch_size: int = 16
-
-
-def _text_config(tokenizer: Any, size: TinySize) -> dict[str, Any]:
-    return {
-        "vocab_size": len(tokenizer),
-        "hidden_size": size.hidden_size,
-        "intermediate_size": size.intermediate_size,
-        "num_hidden_layers": size.num_layers,
-        "num_attention_heads": size.num_heads,
-        "num_key_value_heads": size.num_kv_heads,
-        "head_dim": size.head_dim,
-        "max_position_embeddings": size.max_position_embeddings,
-        "tie_word_embeddings": True,  # halves the parameters of a vocab-dominated tiny model
-        "pad_token_id": tokenizer.pad_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-        "bos_token_id": None,
-    }
+from .config import TinySize, text_config
+from .vl import build_vl_model
 
 
 def build_text_model(tokenizer: Any, size: TinySize, seed: int) -> Any:
@@ -48,7 +19,7 @@ def build_text_model(tokenizer: Any, size: TinySize, seed: int) -> Any:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
-    config = Qwen3Config(**_text_config(tokenizer, size))
+    config = Qwen3Config(**text_config(tokenizer, size))
     return Qwen3ForCausalLM(config)
 
 
@@ -69,8 +40,7 @@ def save_tiny_model(
         model.save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)
     elif arch == "qwen3_vl":
-        from .processor import make_processor
-        from .vl import build_vl_model
+        from .processor import make_processor  # imports transformers: only when needed
 
         model = build_vl_model(tokenizer, size, seed)
         model.save_pretrained(out_dir)

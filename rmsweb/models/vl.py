@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .tiny import TinySize, _text_config
+from .config import TinySize, text_config
 
 
 def _mrope_section(head_dim: int) -> list[int]:
@@ -20,7 +20,7 @@ def build_vl_model(tokenizer: Any, size: TinySize, seed: int) -> Any:
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
     torch.manual_seed(seed)
-    text = _text_config(tokenizer, size)
+    text = text_config(tokenizer, size)
     text["rope_parameters"] = {
         "rope_type": "default",
         "rope_theta": 10000.0,

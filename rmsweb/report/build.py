@@ -25,34 +25,14 @@ from rmsweb.report.document import (
     to_html,
     to_markdown,
 )
-from rmsweb.report.tables import (
-    eval_metrics,
-    eval_rows_from,
-    eval_table,
-    num,
-    pct,
-    per_task_table,
-)
+from rmsweb.report.tables import eval_metrics, eval_rows_from, eval_table, num, pct, per_task_table
+from rmsweb.stages import STAGES
 from rmsweb.store.layout import run_name
 from rmsweb.store.rows import EvalRow
 
 # Plot data files written next to the metrics (DVC `plots:`), with fixed headers so
-# an empty section still leaves a valid file.
-PLOT_FILES: dict[str, list[str]] = {
-    "success.csv": ["policy", "suite", "n", "success", "ci_low", "ci_high"],
-    "yield.csv": ["run", "attempt", "attempts", "successes", "attempt_success", "yield"],
-    "failure_modes.csv": ["run", "failure_mode", "states", "weight"],
-    "rl.csv": [
-        "run",
-        "step",
-        "groups",
-        "reward_mean",
-        "reward_std",
-        "accept_rate",
-        "pg_loss",
-        "anchor_loss",
-    ],
-}
+# an empty section still leaves a valid file: file name -> CSV header.
+PLOT_FILES: dict[str, tuple[str, ...]] = {p.file: p.columns for p in STAGES["report"].plots}
 
 
 @dataclass

@@ -11,6 +11,7 @@ import csv
 import io
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from rmsweb.stage_io import StageIO
 from rmsweb.store.layout import is_run_dir
 
 
-def _write_csv_atomic(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+def _write_csv_atomic(path: Path, header: Sequence[str], rows: list[list[Any]]) -> None:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)

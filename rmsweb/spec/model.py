@@ -79,7 +79,7 @@ class _ModelBase(SpecModel):
 
 
 class TinyModel(_ModelBase):
-    """A tiny random Qwen3 (text) or Qwen3-VL model built offline by `make-tiny-model`.
+    """A tiny random Qwen3 (text) or Qwen3-VL model built offline by the `model` stage.
 
     The tokenizer is trained with `tokenizers` on the collected observation and
     action texts, so nothing is downloaded.

@@ -10,16 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-
-@dataclass(slots=True)
-class ActionRow:
-    """An action as stored (struct column): type plus whichever arguments it has."""
-
-    type: str  # click, fill, select, press, scroll, goto, go_back, answer, stop, click_xy
-    target: str | None = None  # element id as text (ids are strings in the observation)
-    text: str | None = None  # fill/select/press/scroll/goto/answer argument
-    x: float | None = None  # click_xy
-    y: float | None = None
+from rmsweb.env.actions import ActionRow
 
 
 @dataclass(slots=True)

@@ -15,8 +15,8 @@ import struct
 import zlib
 from pathlib import Path
 
+from rmsweb.env.actions import ActionRow
 from rmsweb.store.rows import (
-    ActionRow,
     EpisodeRecord,
     EpisodeRow,
     MinedStateRow,

@@ -9,13 +9,10 @@ No browser imports here: these are protocols and plain values.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rmsweb.agents.base import HistoryItem
-from rmsweb.env.actions import Action
-from rmsweb.env.types import Box, Observation
+from rmsweb.env.types import Box, Expert
 
 if TYPE_CHECKING:
     from rmsweb.env.session import PageSession
@@ -32,19 +29,6 @@ class Outcome:
     success: bool = False
     done: bool = False
     info: dict[str, Any] = field(default_factory=dict)
-
-
-class Expert(Protocol):
-    """A scripted solution that sees only what a policy sees.
-
-    `acceptable_actions` labels any state (also ones a different policy reached) with
-    the actions that keep the task solvable on the shortest path, best first; an empty
-    list means the expert has nothing to suggest (e.g. the task is already over).
-    """
-
-    def acceptable_actions(
-        self, instruction: str, observation: Observation, history: Sequence[HistoryItem]
-    ) -> list[Action]: ...
 
 
 class Task(Protocol):

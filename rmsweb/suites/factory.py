@@ -1,7 +1,7 @@
-"""Build suites and runners from spec sections: configs become plain arguments here.
+"""Build suites from spec sections: configs become plain arguments here.
 
 suite = build_suite(cfg.suite)
-runner = build_runner(cfg.suite, run="eval/miniwob-cpu", stage="eval")
+(The episode runner over a suite is built by rmsweb.rollout.build.build_runner.)
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 from rmsweb.errors import UserError
 
 if TYPE_CHECKING:
-    from rmsweb.runner import EpisodeRunner
-    from rmsweb.spec import BrowserSpec
     from rmsweb.suites.base import Suite
 
 # Every suite kind the spec knows; only the offline one runs in this build.
@@ -46,26 +44,3 @@ def build_suite(spec: Any) -> Suite:
         f"the live suite {kind!r} is not available in this rmsweb build; use the offline "
         "`miniwob` suite."
     )
-
-
-def runner_options(browser: BrowserSpec) -> dict[str, Any]:
-    """EpisodeRunner keyword arguments from a BrowserSpec."""
-    return {
-        "contexts": browser.contexts,
-        "screenshots": browser.screenshots,
-        "set_of_marks": browser.set_of_marks,
-        "viewport": (browser.viewport_width, browser.viewport_height),
-        "action_timeout_s": browser.action_timeout_s,
-        "episode_timeout_s": browser.episode_timeout_s,
-        "max_env_retries": browser.max_env_retries,
-    }
-
-
-def build_runner(spec: Any, *, run: str, stage: str, **overrides: Any) -> EpisodeRunner:
-    """An EpisodeRunner for a suite spec (not started: `async with` it)."""
-    from rmsweb.runner import EpisodeRunner
-
-    options = runner_options(spec.browser)
-    options["max_steps"] = spec.max_steps
-    options.update(overrides)
-    return EpisodeRunner(build_suite(spec), run=run, stage=stage, **options)

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rmsweb.env.errors import EnvError
-from rmsweb.env.types import Box
+from rmsweb.env.types import Box, Expert
 from rmsweb.errors import UserError
 from rmsweb.spec.miniwob_tasks import MINIWOB_TASKS
-from rmsweb.suites.base import SPLITS, Expert, Outcome
+from rmsweb.suites.base import SPLITS, Outcome
 from rmsweb.suites.miniwob_experts import EXPERTS
 
 if TYPE_CHECKING:

@@ -89,7 +89,8 @@ def served_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rmsweb.agents.prompt import PromptConfig, build_messages
-    from rmsweb.models.tiny import TinySize, save_tiny_model
+    from rmsweb.models.config import TinySize
+    from rmsweb.models.tiny import save_tiny_model
 
     torch.set_num_threads(2)
     torch.manual_seed(0)
@@ -176,7 +177,8 @@ def transformers_server(
 @pytest.fixture(scope="session")
 def vl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerInfo]:
     """A tiny Qwen3-VL behind `python -m rmsweb.models.processor serve` (images kept)."""
-    from rmsweb.models.tiny import TinySize, save_tiny_model
+    from rmsweb.models.config import TinySize
+    from rmsweb.models.tiny import save_tiny_model
 
     _serve_command()  # same requirements
     model = tmp_path_factory.mktemp("served_tiny_vl")

@@ -55,12 +55,12 @@ def openai_spec(server: Any, name: str = "llm") -> dict:
 def test_llm_reflection_is_stored_and_prompted(
     transformers_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from rmsweb.collect.job import collect_job
     from rmsweb.collect.retry import RetryLoop
-    from rmsweb.collect.stage import collect_job
     from rmsweb.collect.teacher import build_teacher
+    from rmsweb.rollout.build import build_runner
     from rmsweb.store.reader import read_records
     from rmsweb.store.writer import ShardWriter
-    from rmsweb.suites.factory import build_runner
 
     monkeypatch.setenv("RMSWEB_TEST_KEY", "sk-local-test")
     spec = ExperimentSpec.model_validate(openai_spec(transformers_server))

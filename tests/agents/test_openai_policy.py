@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from rmsweb.agents.base import ActRequest, HistoryItem
 from rmsweb.agents.openai_client import parse_retry_after
 from rmsweb.agents.openai_policy import OpenAIPolicy, from_spec
 from rmsweb.agents.prompt import PromptConfig, build_messages
-from rmsweb.env.types import Observation
+from rmsweb.env.types import ActRequest, HistoryItem, Observation
 from rmsweb.errors import UserError
 
 PNG = base64.b64decode(  # a 1x1 PNG

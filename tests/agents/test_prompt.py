@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rmsweb.agents.base import HistoryItem
 from rmsweb.agents.prompt import (
     PromptConfig,
     approx_tokens,
@@ -11,6 +10,7 @@ from rmsweb.agents.prompt import (
     split_thought,
     truncate_observation,
 )
+from rmsweb.env.types import HistoryItem
 
 
 def words(text: str) -> int:

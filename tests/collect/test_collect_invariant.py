@@ -7,12 +7,12 @@ from dataclasses import asdict
 
 import pytest
 
+from rmsweb.collect.job import collect_job
 from rmsweb.collect.retry import RetryLoop
-from rmsweb.collect.stage import collect_job
 from rmsweb.collect.teacher import build_teacher
+from rmsweb.rollout.build import build_runner
 from rmsweb.spec import ExperimentSpec
 from rmsweb.store.rows import MemorySink
-from rmsweb.suites.factory import build_runner
 
 pytestmark = pytest.mark.browser
 

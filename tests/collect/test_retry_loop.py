@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from rmsweb.agents.base import ActRequest
-from rmsweb.collect.retry import Reflection, RetryLoop, Verdict
-from rmsweb.collect.teacher import MistakenExpert, OracleLabels
+from rmsweb.collect.retry import RetryLoop
+from rmsweb.collect.teacher import MistakenExpert
 from rmsweb.env.actions import click, fill
-from rmsweb.env.types import Element, Observation
+from rmsweb.env.types import ActRequest, Element, Observation
+from rmsweb.judge.oracle import OracleLabels
+from rmsweb.judge.types import Reflection, Verdict
 from rmsweb.store.rows import EpisodeRecord, EpisodeRow
 
 
@@ -122,7 +123,7 @@ def test_wrong_field_fills_another_textbox() -> None:
 
 
 def test_collection_metrics_yield_detours_and_gold() -> None:
-    from rmsweb.collect.stage import collection_metrics
+    from rmsweb.collect.metrics import collection_metrics
 
     def rec(seed: int, attempt: int, ok: bool, n: int, gold: int | None) -> EpisodeRecord:
         r = record(attempt, ok, n)

@@ -110,7 +110,9 @@ def test_stage_wiring(repo_root: Path) -> None:
     sft = dvc["sft_miniwob-cpu"]
     assert sft["cmd"].startswith("rmsweb sft --exp miniwob-cpu")
     assert "--in collect=runs/collect/miniwob-cpu" in sft["cmd"]
-    assert "rmsweb/train/sft.py" in sft["deps"]
+    # One hop from dvc.yaml to the code: the stage's module is named and is the first dep.
+    assert sft["deps"][0] == "rmsweb/train/sft/stage.py"
+    assert "code: rmsweb/train/sft/stage.py" in sft["desc"]
     assert sft["outs"] == ["runs/sft/miniwob-cpu"]
     assert sft["metrics"] == [{"metrics/sft/miniwob-cpu.json": {"cache": False}}]
     assert "miniwob-cpu.sft.learning_rate" in sft["params"]

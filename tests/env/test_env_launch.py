@@ -39,7 +39,7 @@ def test_browser_choice_order(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None
 
 def test_light_modules_do_not_import_playwright() -> None:
     code = (
-        "import sys, rmsweb.runner, rmsweb.suites.commands, rmsweb.suites.miniwob, "
+        "import sys, rmsweb.rollout.runner, rmsweb.rollout.build, rmsweb.suites.commands, rmsweb.evaluate.experts, rmsweb.suites.miniwob, "
         "rmsweb.agents.expert, rmsweb.agents.random_policy, rmsweb.env.actions; "
         "print('playwright' in sys.modules)"
     )

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from rmsweb.agents.base import ActRequest, ActResult
+from rmsweb.agents.base import ActResult
 from rmsweb.agents.expert import ExpertPolicy
 from rmsweb.env.launch import group_pids
 from rmsweb.env.server import StaticServer
-from rmsweb.runner import EpisodeRunner
+from rmsweb.env.types import ActRequest
+from rmsweb.rollout.runner import EpisodeRunner
 from rmsweb.store.rows import EpisodeRecord, EpisodeRow, MemorySink, episode_key
 from rmsweb.suites.base import Outcome
 from rmsweb.suites.miniwob import MiniWoB

@@ -9,8 +9,9 @@ import pytest
 import torch
 from PIL import Image
 
+from rmsweb.models.config import TinySize
 from rmsweb.models.processor import ImageOnlyQwen3VLProcessor, load_processor, register
-from rmsweb.models.tiny import TinySize, save_tiny_model
+from rmsweb.models.tiny import save_tiny_model
 
 CORPUS = [
     f'Task: click the "{w}" button\n[{i}] button "{w}"\n[{i + 1}] textbox "name"'

@@ -88,7 +88,7 @@ def test_full_report(demo: tuple[Path, dict[str, Path]], tmp_path: Path) -> None
     for name, header in PLOT_FILES.items():
         with io.plot_path(name).open() as f:
             rows = list(csv.reader(f))
-        assert rows[0] == header and len(rows) > 1, name
+        assert rows[0] == list(header) and len(rows) > 1, name
     assert not list(out.parent.glob(".*")), "no temp folder left"
 
 
@@ -107,7 +107,9 @@ def test_sections_without_tables_say_so(tmp_path: Path) -> None:
         f"{k}/sft" for k in ("success", "ci_low", "ci_high", "n", "steps_solved", "parse_errors")
     }
     with io.plot_path("rl.csv").open() as f:
-        assert list(csv.reader(f)) == [PLOT_FILES["rl.csv"]]  # header only, still a valid file
+        assert list(csv.reader(f)) == [
+            list(PLOT_FILES["rl.csv"])
+        ]  # header only, still a valid file
 
 
 def test_no_eval_runs_at_all(tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from rmsweb.env.actions import ActionRow
 from rmsweb.store import schemas
-from rmsweb.store.rows import ActionRow, EpisodeRow, RLGroupRow, StepRow
+from rmsweb.store.rows import EpisodeRow, RLGroupRow, StepRow
 from rmsweb.store.writer import TableWriter
 
 # DESIGN.md §4, verbatim column lists (rows.py may add columns, never drop these).

@@ -8,11 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from rmsweb.agents.base import ActRequest, ActResult
+from rmsweb.agents.base import ActResult
 from rmsweb.agents.expert import ExpertPolicy
 from rmsweb.agents.random_policy import RandomPolicy
 from rmsweb.env.actions import Action, ParseError, matches_any, parse_action
-from rmsweb.runner import EpisodeRunner
+from rmsweb.env.types import ActRequest
+from rmsweb.rollout.runner import EpisodeRunner
 from rmsweb.store.rows import MemorySink
 from rmsweb.suites.miniwob import MiniWoB
 from rmsweb.suites.miniwob_experts import EXPERTS

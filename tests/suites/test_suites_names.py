@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from rmsweb.errors import UserError
+from rmsweb.evaluate.experts import check_experts
+from rmsweb.rollout.build import build_runner, runner_options
 from rmsweb.spec import BrowserSpec, MiniWoBSuite, SeedRange
-from rmsweb.suites.commands import check_experts, list_tasks
-from rmsweb.suites.factory import build_runner, build_suite, runner_options
+from rmsweb.suites.commands import list_tasks
+from rmsweb.suites.factory import build_suite
 from rmsweb.suites.miniwob import MiniWoB, resolve_tasks
 from rmsweb.suites.miniwob_experts import EXPERTS
 from rmsweb.suites.miniwob_experts.email import parse_forward

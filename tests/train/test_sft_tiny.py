@@ -8,10 +8,13 @@ from pathlib import Path
 import torch
 
 from rmsweb.agents.prompt import PromptConfig, build_messages
-from rmsweb.models.tiny import TinySize, build_text_model
+from rmsweb.env.actions import ActionRow
+from rmsweb.models.config import TinySize
+from rmsweb.models.tiny import build_text_model
 from rmsweb.models.tokenizer import train_tokenizer
-from rmsweb.store.rows import ActionRow, EpisodeRecord, EpisodeRow, StepRow
-from rmsweb.train.sft import Sample, SFTHyper, build_samples, kept_records, train_sft
+from rmsweb.store.rows import EpisodeRecord, EpisodeRow, StepRow
+from rmsweb.train.sft.samples import Sample, build_samples, kept_records
+from rmsweb.train.sft.trainer import SFTHyper, train_sft
 
 WORDS = ["alpha", "beta", "gamma", "delta", "submit", "cancel", "ok", "next", "prev", "yes"]
 

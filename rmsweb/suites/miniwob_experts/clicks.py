@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from rmsweb.agents.base import HistoryItem
 from rmsweb.env.actions import Action, click
-from rmsweb.env.types import Observation
+from rmsweb.env.types import HistoryItem, Observation
 
 from .common import clicked_ids, elements, find, quoted
 

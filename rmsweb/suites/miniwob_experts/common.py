@@ -10,9 +10,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from rmsweb.agents.base import HistoryItem
 from rmsweb.env.actions import Action, ParseError, parse_action
-from rmsweb.env.types import Element, Observation
+from rmsweb.env.types import Element, HistoryItem, Observation
 
 Solver = Callable[[str, Observation, Sequence[HistoryItem]], list[Action]]
 TEXT_FIELDS = ("textbox", "searchbox")

@@ -6,9 +6,8 @@ import math
 import re
 from collections.abc import Sequence
 
-from rmsweb.agents.base import HistoryItem
 from rmsweb.env.actions import Action, click, fill, press, select
-from rmsweb.env.types import Element, Observation
+from rmsweb.env.types import Element, HistoryItem, Observation
 
 from .common import elements, enabled, find, quoted, text_fields, value
 

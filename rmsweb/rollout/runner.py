@@ -27,15 +27,10 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from rmsweb.agents.base import ActRequest, HistoryItem, Policy
-from rmsweb.env.actions import (
-    TERMINAL_ACTIONS,
-    Action,
-    ParseError,
-    format_action,
-    parse_action,
-)
+from rmsweb.agents.base import Policy
+from rmsweb.env.actions import TERMINAL_ACTIONS, Action, ParseError, format_action, parse_action
 from rmsweb.env.errors import EnvError
+from rmsweb.env.types import ActRequest, HistoryItem
 from rmsweb.store.rows import (
     EpisodeRecord,
     EpisodeRow,

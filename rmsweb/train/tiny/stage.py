@@ -1,4 +1,4 @@
-"""Stage `model` (`rmsweb make-tiny-model`): a tiny random model whose tokenizer knows the suite.
+"""Stage `model` (`rmsweb model`): a tiny random model whose tokenizer knows the suite.
 
 The tokenizer is trained on the collected instructions, observations and
 actions plus the prompt's fixed texts, so element ids and common UI words are
@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from rmsweb.agents.prompt import SYSTEM_PROMPTS
-
-from .tiny import TinySize, save_tiny_model
+from rmsweb.models.config import TinySize
+from rmsweb.models.tiny import save_tiny_model
+from rmsweb.stage_io import StageIO
 
 
 def corpus(collect_dir: Path) -> Iterator[str]:
@@ -28,7 +28,7 @@ def corpus(collect_dir: Path) -> Iterator[str]:
         yield st.output_text
 
 
-def main(io: Any) -> None:  # io: rmsweb.stage_io.StageIO
+def main(io: StageIO) -> None:
     m = io.spec.model
     if m.kind != "tiny":
         raise ValueError("the model stage only exists for tiny models")  # the compiler ensures it

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rmsweb import launch
+from rmsweb import distributed as launch
 
 
 @pytest.fixture

@@ -1,0 +1,46 @@
+"""The collect stage's unit of work: the retry loop for one (task, seed) on the runner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from rmsweb.agents.base import Policy
+from rmsweb.collect.retry import RetryLoop, RetryOutcome
+from rmsweb.judge.types import JudgeFn, ReflectFn
+from rmsweb.rollout.runner import EpisodeRunner, Job
+from rmsweb.store.rows import EpisodeRecord, ReflectionRow
+
+
+def collect_job(
+    loop: RetryLoop,
+    judge: JudgeFn,
+    reflector: ReflectFn,
+    split: str = "train",
+    forget: Callable[[str, int], None] | None = None,
+) -> Job:
+    """A runner Job: the retry loop for one (task, seed); returns every attempt's record."""
+
+    async def job(
+        runner: EpisodeRunner, policy: Policy, task_id: str, seed: int
+    ) -> list[EpisodeRecord]:
+        async def attempt(k: int, reflections: Sequence[str]) -> EpisodeRecord:
+            return await runner.run_episode(
+                policy, task_id, seed, split=split, attempt=k, reflections=reflections
+            )
+
+        outcome: RetryOutcome = await loop.run(attempt, judge, reflector)
+        for rec, verdict in zip(outcome.attempts, outcome.verdicts, strict=True):
+            rec.episode.reference_steps = verdict.reference_length
+        if forget is not None:
+            forget(task_id, seed)  # the oracle's labels of these states are no longer needed
+        # A reflection is stored with the attempt it reflects on.
+        for r in outcome.reflections:
+            rec = outcome.attempts[r.attempt]
+            rec.reflections.append(
+                ReflectionRow(
+                    rec.episode.episode_id, r.attempt, r.text, r.source, r.tokens_in, r.tokens_out
+                )
+            )
+        return outcome.attempts
+
+    return job

@@ -1,0 +1,44 @@
+"""What a judge says about an attempt, what a reflector writes, and their signatures.
+
+The collect stage's retry loop (rmsweb.collect.retry) and the mining stage both take
+judges and reflectors of these types; the concrete ones live beside this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rmsweb.store.rows import EpisodeRecord
+
+
+@dataclass(frozen=True)
+class Verdict:
+    success: bool
+    detour: bool = False
+    reference_length: int | None = None  # gold number of steps, when known
+    redundant_steps: tuple[int, ...] = ()  # steps the judge found unnecessary
+
+
+@dataclass
+class Reflection:
+    attempt: int  # the attempt reflected on
+    text: str
+    source: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+JudgeFn = Callable[[EpisodeRecord], Awaitable[Verdict]]
+ReflectFn = Callable[[EpisodeRecord, Verdict, Sequence[str]], Awaitable[Reflection]]
+
+
+def is_detour(n_steps: int, reference_length: int | None, slack: float) -> bool:
+    return reference_length is not None and n_steps > reference_length * (1 + slack)
+
+
+class ChatModel(Protocol):
+    """A chat endpoint (an OpenAI-compatible teacher or judge): (text, usage) per call."""
+
+    async def chat(self, messages: list[dict[str, Any]]) -> tuple[str, dict[str, int]]: ...

@@ -1,0 +1,10 @@
+"""Stage `mine` (recipe part M): not yet implemented in this build."""
+
+from __future__ import annotations
+
+from rmsweb.errors import UserError
+from rmsweb.stage_io import StageIO
+
+
+def main(io: StageIO) -> None:
+    raise UserError("the mine stage has no body in this build yet (issue: failure-mode mining).")

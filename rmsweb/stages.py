@@ -1,0 +1,147 @@
+"""The pipeline stages: the one list of them (DESIGN.md §2).
+
+Each `StageDef` says where a stage's code is and how the pipeline runs it. The CLI
+makes one command per stage from it (`rmsweb <kind>`), the compiler makes the
+dvc.yaml entries (the stage's module goes into `desc` and first into `deps`, so
+dvc.yaml leads to the code in one hop), and the report stage reads its plot
+files' headers from it. Nothing else lists stages.
+
+Adding a stage: one entry here, a `<package>/stage.py` with `main(io: StageIO)`, and
+its place in the experiment graph (rmsweb/compile/graph.py `plan_experiment`).
+
+This module imports nothing from rmsweb: every layer may read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A plot data file the stage writes next to its metrics file (a DVC `plots:` entry).
+
+    The file is metrics/<kind>/<stem>.<file>; `columns` is its CSV header where the
+    stage writes a fixed header (so an empty section still leaves a valid file).
+    """
+
+    file: str
+    x: str
+    y: str
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StageDef:
+    kind: str  # the DVC stage name's prefix and the CLI verb: `rmsweb <kind>`
+    module: str  # dotted module whose `main(io: StageIO)` is the stage
+    help: str  # one line for `rmsweb --help`
+    # Code whose change reruns the stage (besides `module`): the stage's own package and
+    # what shapes its output (prompts shape SFT samples, the env shapes episodes), not
+    # every import, so a report tweak does not retrain a model.
+    deps: tuple[str, ...]
+    plots: tuple[Plot, ...] = ()
+    distributed: bool = False  # trains a model: under torchrun across SkyPilot nodes
+    variant: str | None = None  # a CLI option naming the stage's variant (eval: --policy)
+
+    @property
+    def verb(self) -> str:
+        """One verb per stage, named as the stage is named."""
+        return self.kind
+
+    @property
+    def module_file(self) -> str:
+        """The module as a path relative to the project root (a dvc.yaml dep)."""
+        return self.module.replace(".", "/") + ".py"
+
+
+_ROLLOUT = ("rmsweb/rollout", "rmsweb/agents", "rmsweb/suites", "rmsweb/env")
+
+STAGE_LIST: tuple[StageDef, ...] = (
+    StageDef(
+        "collect",
+        "rmsweb.collect.stage",
+        "Collect teacher trajectories (with reflection retries).",
+        ("rmsweb/collect", "rmsweb/judge", *_ROLLOUT),
+        plots=(Plot("yield.csv", "attempt", "yield"),),
+    ),
+    StageDef(
+        "model",
+        "rmsweb.train.tiny.stage",
+        "Build the tiny random model and its tokenizer offline.",
+        ("rmsweb/train/tiny", "rmsweb/models", "rmsweb/agents/prompt.py"),
+    ),
+    StageDef(
+        "sft",
+        "rmsweb.train.sft.stage",
+        "Supervised fine-tuning on the kept trajectories.",
+        ("rmsweb/train/sft", "rmsweb/agents/prompt.py", "rmsweb/models"),
+        plots=(Plot("loss.csv", "step", "loss"),),
+        distributed=True,
+    ),
+    StageDef(
+        "mine",
+        "rmsweb.mine.stage",
+        "Mine critical and fragile states of the SFT policy.",
+        ("rmsweb/mine", "rmsweb/judge", *_ROLLOUT),
+    ),
+    StageDef(
+        "rl",
+        "rmsweb.train.salvage_ds.stage",
+        "RL on mined states: grpo, dapo_ds or Salvage-DS.",
+        ("rmsweb/train/salvage_ds", "rmsweb/agents/prompt.py", "rmsweb/models"),
+        plots=(Plot("curves.csv", "step", "reward_mean"),),
+        distributed=True,
+    ),
+    StageDef(
+        "eval",
+        "rmsweb.evaluate.stage",
+        "Evaluate one policy on the held-out split.",
+        ("rmsweb/evaluate", *_ROLLOUT),
+        variant="policy",
+    ),
+    StageDef(
+        "report",
+        "rmsweb.report.stage",
+        "Write the experiment's report (markdown + HTML).",
+        ("rmsweb/report", "rmsweb/store"),
+        plots=(
+            Plot(
+                "success.csv",
+                "policy",
+                "success",
+                ("policy", "suite", "n", "success", "ci_low", "ci_high"),
+            ),
+            Plot(
+                "yield.csv",
+                "attempt",
+                "yield",
+                ("run", "attempt", "attempts", "successes", "attempt_success", "yield"),
+            ),
+            Plot(
+                "failure_modes.csv",
+                "failure_mode",
+                "states",
+                ("run", "failure_mode", "states", "weight"),
+            ),
+            Plot(
+                "rl.csv",
+                "step",
+                "reward_mean",
+                (
+                    "run",
+                    "step",
+                    "groups",
+                    "reward_mean",
+                    "reward_std",
+                    "accept_rate",
+                    "pg_loss",
+                    "anchor_loss",
+                ),
+            ),
+        ),
+    ),
+)
+
+# kind -> definition, in pipeline order (the compiler sorts stages by this order).
+STAGES: dict[str, StageDef] = {s.kind: s for s in STAGE_LIST}

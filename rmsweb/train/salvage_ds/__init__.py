@@ -1,0 +1,1 @@
+"""Stage `rl`: Salvage-DS with GRPO and DAPO-DS baselines."""

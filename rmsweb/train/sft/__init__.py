@@ -1,0 +1,1 @@
+"""Stage `sft`: step-level supervised fine-tuning on the kept teacher trajectories."""

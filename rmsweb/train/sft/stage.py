@@ -1,0 +1,120 @@
+"""Stage `sft`: step-level supervised fine-tuning on the kept teacher trajectories.
+
+This module is the stage's I/O; samples.py builds the samples, trainer.py trains.
+
+1. Samples: for every task and seed, the shortest successful collected attempt
+   is kept (what the reflection loop keeps); each of its steps becomes one
+   sample: prompt = the same chat the policy will see (rmsweb.agents.prompt,
+   no reflections), completion = optional thought + the canonical action.
+2. Training: TRL's SFTTrainer, loss on the completion tokens only; a full
+   fine-tune for tiny models, LoRA (PEFT) when the spec asks for it.
+3. Resume: checkpoints every `save_steps` under <out>/checkpoints (or
+   $RMSWEB_CHECKPOINT_DIR on clouds); a rerun continues from the last one.
+   The final model goes to <out>/model and the checkpoints are deleted so
+   DVC does not cache them.
+4. Outputs: <out>/model, <out>/samples.jsonl (what was trained on),
+   metrics JSON and the loss curve CSV for `dvc plots`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+from rmsweb.agents.build import prompt_config
+from rmsweb.errors import UserError
+from rmsweb.stage_io import StageIO
+from rmsweb.train.sft.samples import build_samples, write_samples
+from rmsweb.train.sft.trainer import SFTHyper, train_sft, write_loss_curve
+
+
+def main(io: StageIO) -> None:
+    import torch
+
+    from rmsweb.models.load import load_model
+    from rmsweb.store.reader import read_records
+
+    spec = io.spec
+    s, m = spec.sft, spec.model
+    torch.set_num_threads(s.torch_threads or os.cpu_count() or 1)
+    collect_dir = io.input("collect")
+    base = str(io.input("model") / "model") if m.kind == "tiny" else m.name_or_path
+    loaded = load_model(
+        base,
+        dtype="float32" if m.kind == "tiny" else m.dtype,
+        device="auto",
+        trust_remote_code=getattr(m, "trust_remote_code", False),
+    )
+    prompt = prompt_config(m)
+    records = read_records(collect_dir)
+
+    def count(text: str) -> int:
+        return len(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    samples = build_samples(records, prompt, count)
+    if not samples:
+        raise UserError(
+            f"no successful collected episodes in {collect_dir}: nothing to train on. "
+            "Check the collect stage's metrics (success rate) and the suite's tasks."
+        )
+    io.out.mkdir(parents=True, exist_ok=True)
+    write_samples(io.out / "samples.jsonl", samples)
+    hyper = SFTHyper(
+        max_steps=s.max_steps,
+        batch_size=s.batch_size,
+        grad_accum=s.grad_accum,
+        learning_rate=s.learning_rate,
+        lr_scheduler=s.lr_scheduler,
+        warmup_ratio=s.warmup_ratio,
+        min_lr_ratio=s.min_lr_ratio,
+        weight_decay=s.weight_decay,
+        adam_beta1=s.adam_beta1,
+        adam_beta2=s.adam_beta2,
+        max_grad_norm=s.max_grad_norm,
+        max_seq_len=s.max_seq_len,
+        save_steps=s.save_steps,
+        logging_steps=s.logging_steps,
+        val_fraction=s.val_fraction,
+        precision=s.precision,
+        gradient_checkpointing=s.gradient_checkpointing,
+        seed=spec.seed,
+    )
+    lora = None
+    if m.lora.enabled:
+        lora = {
+            "r": m.lora.rank,
+            "lora_alpha": m.lora.alpha,
+            "lora_dropout": m.lora.dropout,
+            "target_modules": list(m.lora.targets),
+        }
+    ckpt_root = os.environ.get("RMSWEB_CHECKPOINT_DIR")
+    work_dir = Path(ckpt_root) / "sft" / io.exp if ckpt_root else io.out / "checkpoints"
+    start = time.time()
+    model, history = train_sft(loaded.model, loaded.tokenizer, samples, hyper, work_dir, lora)
+    wall = time.time() - start
+    final = io.out / "model"
+    if lora:
+        model = model.merge_and_unload()  # a plain model folder: every backend loads it
+    model.save_pretrained(final)
+    loaded.processor.save_pretrained(final)
+    if not ckpt_root:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    curve = write_loss_curve(io.plot_path("loss.csv"), history)
+    evals = [h["eval_loss"] for h in history if "eval_loss" in h]
+    first = curve[0]["loss"] if curve else math.nan
+    last = curve[-1]["loss"] if curve else math.nan
+    io.write_metrics(
+        {
+            "samples": len(samples),
+            "episodes": len({(x.task_id, x.seed) for x in samples}),
+            "steps": s.max_steps,
+            "loss_first": first,
+            "loss_final": last,
+            "eval_loss": evals[-1] if evals else None,
+            "wall_s": round(wall, 1),
+            "samples_per_s": round(s.max_steps * s.batch_size * s.grad_accum / max(wall, 1e-9), 1),
+        }
+    )

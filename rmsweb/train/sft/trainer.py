@@ -1,0 +1,141 @@
+"""Step-level SFT with TRL's SFTTrainer: loss on the completion tokens only.
+
+A full fine-tune for tiny models, LoRA (PEFT) when asked. Checkpoints every
+`save_steps` under `work_dir`; a rerun continues from the last one.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rmsweb.train.sft.samples import Sample
+
+
+@dataclass(frozen=True)
+class SFTHyper:
+    max_steps: int
+    batch_size: int
+    grad_accum: int
+    learning_rate: float
+    lr_scheduler: str
+    warmup_ratio: float
+    min_lr_ratio: float
+    weight_decay: float
+    adam_beta1: float
+    adam_beta2: float
+    max_grad_norm: float
+    max_seq_len: int
+    save_steps: int
+    logging_steps: int
+    val_fraction: float
+    precision: str
+    gradient_checkpointing: bool
+    seed: int
+
+
+def _scheduler(h: SFTHyper) -> tuple[str, dict[str, Any]]:
+    if h.lr_scheduler == "cosine":
+        return "cosine_with_min_lr", {"min_lr_rate": h.min_lr_ratio}
+    return h.lr_scheduler, {}
+
+
+def train_sft(
+    model: Any,
+    tokenizer: Any,
+    samples: list[Sample],
+    h: SFTHyper,
+    work_dir: Path,
+    lora: dict[str, Any] | None = None,
+) -> tuple[Any, list[dict]]:
+    """Run SFTTrainer; returns the trained model and the log history."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    rng = random.Random(h.seed)
+    order = list(range(len(samples)))
+    rng.shuffle(order)
+    n_val = int(len(samples) * h.val_fraction) if len(samples) >= 50 else 0
+    rows = [
+        {
+            "prompt": samples[i].messages,
+            "completion": [{"role": "assistant", "content": samples[i].completion}],
+        }
+        for i in order
+    ]
+    train_ds = Dataset.from_list(rows[n_val:])
+    eval_ds = Dataset.from_list(rows[:n_val]) if n_val else None
+    scheduler, scheduler_kwargs = _scheduler(h)
+    config = SFTConfig(
+        output_dir=str(work_dir),
+        max_steps=h.max_steps,
+        per_device_train_batch_size=h.batch_size,
+        per_device_eval_batch_size=h.batch_size,
+        gradient_accumulation_steps=h.grad_accum,
+        learning_rate=h.learning_rate,
+        lr_scheduler_type=scheduler,
+        lr_scheduler_kwargs=scheduler_kwargs,
+        warmup_steps=int(h.warmup_ratio * h.max_steps),
+        weight_decay=h.weight_decay,
+        adam_beta1=h.adam_beta1,
+        adam_beta2=h.adam_beta2,
+        max_grad_norm=h.max_grad_norm,
+        max_length=h.max_seq_len,
+        completion_only_loss=True,
+        save_steps=h.save_steps,
+        save_total_limit=2,
+        logging_steps=h.logging_steps,
+        eval_strategy="steps" if eval_ds is not None else "no",
+        eval_steps=max(h.logging_steps, h.max_steps // 10) if eval_ds is not None else None,
+        bf16=h.precision == "bf16",
+        fp16=h.precision == "fp16",
+        activation_checkpointing=h.gradient_checkpointing,
+        dataloader_pin_memory=False,  # no accelerator on CPU runs; pinning only warns
+        report_to=[],
+        seed=h.seed,
+        data_seed=h.seed,
+        dataloader_num_workers=0,
+        disable_tqdm=False,
+        save_only_model=False,
+    )
+    peft_config = None
+    if lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(task_type="CAUSAL_LM", **lora)
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=train_ds,
+        eval_dataset=eval_ds,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    last = _last_checkpoint(work_dir)
+    trainer.train(resume_from_checkpoint=str(last) if last else None)
+    return trainer.model, trainer.state.log_history
+
+
+def _last_checkpoint(work_dir: Path) -> Path | None:
+    checkpoints = sorted(
+        (p for p in work_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+        key=lambda p: int(p.name.split("-")[-1]),
+    )
+    return checkpoints[-1] if checkpoints else None
+
+
+def write_loss_curve(path: Path, history: list[dict]) -> list[dict]:
+    rows = [
+        {"step": h["step"], "loss": h["loss"], "learning_rate": h.get("learning_rate")}
+        for h in history
+        if "loss" in h and "step" in h
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["step", "loss", "learning_rate"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows

@@ -1,0 +1,1 @@
+"""Stage `model`: the tiny random model and its offline tokenizer (CPU experiments)."""
