@@ -140,6 +140,10 @@ Ins = Annotated[
 ]
 Out = Annotated[Path, typer.Option("--out", help="Output folder (the stage's DVC out).")]
 Metrics = Annotated[Path, typer.Option("--metrics", help="Metrics JSON (DVC metrics file).")]
+Seed = Annotated[
+    int | None,
+    typer.Option("--seed", help="Training seed of a per-seed stage (one of the spec's seeds)."),
+]
 
 
 def _run_stage(
@@ -149,12 +153,13 @@ def _run_stage(
     ins: list[str] | None,
     out: Path,
     metrics: Path,
+    seed: int | None,
     variant: str | None = None,
 ) -> None:
     from rmsweb.stage_io import make_stage_io
 
     def go() -> None:
-        io = make_stage_io(exp, params, ins or [], out, metrics, variant)
+        io = make_stage_io(exp, params, ins or [], out, metrics, variant, seed)
         if stage.distributed:
             from rmsweb.distributed import relaunch_under_torchrun
 
@@ -183,8 +188,9 @@ def _stage_command(stage: StageDef) -> None:
             metrics: Metrics,
             params: Params = Path("params.yaml"),
             ins: Ins = None,
+            seed: Seed = None,
         ) -> None:
-            _run_stage(stage, exp, params, ins, out, metrics, variant)
+            _run_stage(stage, exp, params, ins, out, metrics, seed, variant)
 
     else:
 
@@ -194,8 +200,9 @@ def _stage_command(stage: StageDef) -> None:
             metrics: Metrics,
             params: Params = Path("params.yaml"),
             ins: Ins = None,
+            seed: Seed = None,
         ) -> None:
-            _run_stage(stage, exp, params, ins, out, metrics)
+            _run_stage(stage, exp, params, ins, out, metrics, seed)
 
     command.__doc__ = f"{stage.help}\n\nCode: {stage.module_file} (its main(io))."
     app.command(stage.verb, rich_help_panel="Pipeline stages")(command)

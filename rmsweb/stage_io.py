@@ -1,9 +1,11 @@
 """The I/O contract every pipeline stage command follows.
 
-`rmsweb <stage> --exp NAME [--policy P] --in ROLE=DIR ... --out DIR --metrics FILE`
+`rmsweb <stage> --exp NAME [--policy P] [--seed N] --in ROLE=DIR ... --out DIR --metrics FILE`
 
 - the resolved config is read from params.yaml by experiment name (what
   `dvc exp run -S` edits), never from experiments/*.yaml;
+- `--seed` is the training seed of a stage that runs once per seed (model, sft,
+  mine, rl and the eval of trained policies); stages that do not train have none;
 - inputs are the upstream stages' output folders, by role (collect, model,
   sft, mine, rl, policy, eval-<name>);
 - the stage writes only `out` (a folder) and `metrics` (a small JSON file),
@@ -35,6 +37,12 @@ class StageIO:
     out: Path
     metrics: Path
     policy: str | None = None
+    seed: int | None = None  # the training seed of a per-seed stage instance
+
+    @property
+    def train_seed(self) -> int:
+        """The seed of this stage's training randomness (init, shuffles, sampling)."""
+        return self.seed if self.seed is not None else self.spec.seeds[0]
 
     def input(self, role: str) -> Path:
         if role not in self.inputs:
@@ -94,9 +102,14 @@ def make_stage_io(
     out: Path,
     metrics: Path,
     policy: str | None = None,
+    seed: int | None = None,
 ) -> StageIO:
     spec = load_from_params(params, exp)
     if policy is not None and policy not in {p.name for p in spec.eval.policies}:
         names = ", ".join(p.name for p in spec.eval.policies)
         raise StageInputError(f"experiment {exp!r} has no eval policy {policy!r} (has: {names}).")
-    return StageIO(exp, spec, parse_inputs(inputs), out, metrics, policy)
+    if seed is not None and seed not in spec.seeds:
+        raise StageInputError(
+            f"experiment {exp!r} has no training seed {seed} (seeds: {spec.seeds})."
+        )
+    return StageIO(exp, spec, parse_inputs(inputs), out, metrics, policy, seed)

@@ -69,7 +69,7 @@ STAGE_LIST: tuple[StageDef, ...] = (
         "model",
         "rmsweb.train.tiny.stage",
         "Build the tiny random model and its tokenizer offline.",
-        ("rmsweb/train/tiny", "rmsweb/models", "rmsweb/agents/prompt.py"),
+        ("rmsweb/train/tiny", "rmsweb/models", *_ROLLOUT),
     ),
     StageDef(
         "sft",

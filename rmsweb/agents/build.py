@@ -65,8 +65,14 @@ def checkpoint_policy(
     )
 
 
-def eval_policy(policy_spec: Any, spec: Any, suite: Any, inputs: dict[str, Path]) -> Any:
-    """The policy an eval stage runs, from its entry in `eval.policies`."""
+def eval_policy(
+    policy_spec: Any, spec: Any, suite: Any, inputs: dict[str, Path], seed: int = 0
+) -> Any:
+    """The policy an eval stage runs, from its entry in `eval.policies`.
+
+    `seed` is the training seed of a checkpoint's eval (its sampling seed); the random
+    policy draws from the data seed, so it is the same in every arm.
+    """
     kind = policy_spec.kind
     tasks = list(spec.suite.tasks)
     if kind == "expert":
@@ -81,7 +87,7 @@ def eval_policy(policy_spec: Any, spec: Any, suite: Any, inputs: dict[str, Path]
             spec.model,
             policy_spec.name,
             temperature=spec.eval.temperature,
-            seed=spec.seed,
+            seed=seed,
         )
     if kind == "openai":
         from rmsweb.agents.openai_policy import from_spec

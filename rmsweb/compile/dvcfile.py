@@ -26,6 +26,8 @@ def stage_command(stage: Stage) -> str:
     parts = ["rmsweb", d.verb, "--exp", stage.owner]
     if stage.variant:
         parts += [f"--{d.variant}", stage.variant]
+    if stage.seed is not None:
+        parts += ["--seed", str(stage.seed)]
     for role, up in stage.upstream.items():
         parts += ["--in", f"{role}={up.out}"]
     parts += ["--out", stage.out, "--metrics", stage.metrics]
@@ -35,7 +37,10 @@ def stage_command(stage: Stage) -> str:
 def stage_entry(stage: Stage) -> dict[str, Any]:
     d = stage.definition
     shared = ", ".join(stage.sharers)
-    what = f"{stage.kind}{' ' + stage.variant if stage.variant else ''}"
+    what = " ".join(
+        [stage.kind, *([stage.variant] if stage.variant else [])]
+        + ([f"seed {stage.seed}"] if stage.seed is not None else [])
+    )
     entry: dict[str, Any] = {
         # The stage's code, one hop from here: its module is also the first dep.
         "desc": f"{what} for {shared}; code: {d.module_file}",

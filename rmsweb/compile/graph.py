@@ -6,7 +6,13 @@ stages, so two experiments that agree on everything a stage (and its
 ancestors) reads share that stage, its outputs and its cache. A shared stage
 is named after its owner: of the experiments sharing it, the one with the
 shortest name (ties: alphabetical), so an ablation `miniwob-cpu-grpo` reuses
-`sft_miniwob-cpu` rather than the other way round.
+`sft-s0_miniwob-cpu` rather than the other way round.
+
+Training seeds (`seeds: [0, 1, 2]`) give one instance per seed of every stage that
+trains or samples from a trained model (model, sft, mine, rl, eval of a checkpoint):
+the seed is part of the identity and of the name (`sft-s1_miniwob-cpu`) and is passed
+as `--seed`, not read from params, so adding a seed leaves the others' stages cached.
+Collection and the evals of untrained policies do not depend on it and stay shared.
 """
 
 from __future__ import annotations
@@ -37,26 +43,35 @@ class Stage:
     reads: tuple[Read, ...]
     upstream: dict[str, Stage]  # role -> stage
     variant: str | None = None  # eval: the policy name
+    seed: int | None = None  # the training seed of a per-seed stage
     identity: str = ""
     owner: str = ""  # set when stages are shared
     sharers: list[str] = field(default_factory=list)
     params: list[str] = field(default_factory=list)  # dotted keys under the owner
 
     @property
+    def _suffix(self) -> list[str]:
+        return ([self.variant] if self.variant else []) + (
+            [f"s{self.seed}"] if self.seed is not None else []
+        )
+
+    @property
+    def role(self) -> str:
+        """How a report names this stage among its inputs: eval-sft-s1, sft-s1, collect."""
+        return "-".join([self.kind, *self._suffix])
+
+    @property
     def stem(self) -> str:
-        return f"{self.owner}-{self.variant}" if self.variant else self.owner
+        return "-".join([self.owner, *self._suffix])
 
     @property
     def name(self) -> str:
         """DVC stage name: only letters, digits, '-' and '_' are allowed there."""
-        kind = f"{self.kind}-{self.variant}" if self.variant else self.kind
-        return f"{kind}_{self.owner}"
+        return f"{self.role}_{self.owner}"
 
     @property
     def out(self) -> str:
-        if self.variant:
-            return f"runs/{self.kind}/{self.owner}/{self.variant}"
-        return f"runs/{self.kind}/{self.owner}"
+        return "/".join(["runs", self.kind, self.owner, *self._suffix])
 
     @property
     def metrics(self) -> str:
@@ -106,6 +121,7 @@ def _identity(stage: Stage, data: dict[str, Any]) -> str:
     payload = {
         "kind": stage.kind,
         "variant": stage.variant,
+        "seed": stage.seed,
         "config": config,
         "upstream": {role: up.identity for role, up in sorted(stage.upstream.items())},
     }
@@ -121,39 +137,54 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
     name = spec.name
     stages: list[Stage] = []
 
-    def add(kind: str, reads: list[Read], upstream: dict[str, Stage], variant: str | None = None):
-        stage = Stage(kind, name, tuple(reads), upstream, variant)
+    def add(
+        kind: str,
+        reads: list[Read],
+        upstream: dict[str, Stage],
+        variant: str | None = None,
+        seed: int | None = None,
+    ) -> Stage:
+        stage = Stage(kind, name, tuple(reads), upstream, variant, seed)
         stage.params = expand_params(data, stage.reads)
         stage.identity = _identity(stage, data)
         stages.append(stage)
         return stage
 
-    collect_reads = [Read("seed"), Read("suite", frozenset({"test"})), Read("collect")]
+    # `seed` is the data seed (the teacher's mistakes); held-out seeds are not read.
+    collect_reads = [Read("seed"), Read("suite", frozenset({"val", "test"})), Read("collect")]
     if spec.collect.teacher.kind == "openai":
         collect_reads.append(Read("model.prompt"))  # the LLM teacher is prompted like the policy
     collect = add("collect", collect_reads, {})
 
-    sft_upstream = {"collect": collect}
-    if spec.model.kind == "tiny":
-        # The tiny model's tokenizer is trained on the collected texts.
-        sft_upstream["model"] = add(
-            "model",
-            [Read("seed"), Read("model", frozenset({"prompt", "backend", "lora"}))],
-            {"collect": collect},
+    trained: dict[str, dict[int, Stage]] = {"sft": {}, "rl": {}}
+    for seed in spec.seeds:
+        sft_upstream = {"collect": collect}
+        if spec.model.kind == "tiny":
+            # Tokenizer and initial weights come from the suite and the model config only,
+            # so every arm of a study starts from the same model (per training seed).
+            sft_upstream["model"] = add(
+                "model",
+                [
+                    Read("suite", frozenset({"val", "test"})),
+                    Read("model", frozenset({"prompt", "backend", "lora"})),
+                ],
+                {},
+                seed=seed,
+            )
+        sft = add("sft", [Read("model"), Read("sft")], sft_upstream, seed=seed)
+        mine = add(
+            "mine",
+            [
+                Read("suite", frozenset({"val", "test"})),
+                Read("mine"),
+                Read("model.prompt"),
+                Read("model.backend"),
+            ],
+            {"sft": sft, "collect": collect},
+            seed=seed,
         )
-    sft = add("sft", [Read("seed"), Read("model"), Read("sft")], sft_upstream)
-    mine = add(
-        "mine",
-        [
-            Read("seed"),
-            Read("suite", frozenset({"test"})),
-            Read("mine"),
-            Read("model.prompt"),
-            Read("model.backend"),
-        ],
-        {"sft": sft, "collect": collect},
-    )
-    rl = add("rl", [Read("seed"), Read("model"), Read("rl")], {"mine": mine, "sft": sft})
+        rl = add("rl", [Read("model"), Read("rl")], {"mine": mine, "sft": sft}, seed=seed)
+        trained["sft"][seed], trained["rl"][seed] = sft, rl
 
     evals: list[Stage] = []
     for i, policy in enumerate(spec.eval.policies):
@@ -163,27 +194,28 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             Read("eval", frozenset({"policies"})),
             Read(f"eval.policies.{i}"),
         ]
-        upstream: dict[str, Stage] = {}
         if policy.kind == "checkpoint":
             reads += [Read("model.prompt"), Read("model.backend")]
-            upstream["policy"] = sft if policy.source == "sft" else rl
-        elif policy.kind == "openai":
+            for seed, source in trained[policy.source].items():
+                evals.append(add("eval", reads, {"policy": source}, policy.name, seed))
+            continue
+        if policy.kind == "openai":
             reads.append(Read("model.prompt"))
-        evals.append(add("eval", reads, upstream, variant=policy.name))
+        evals.append(add("eval", reads, {}, variant=policy.name))
 
     # The report reads the evals and every run upstream of them (collect yield,
     # SFT loss, and mining / RL curves when an evaluated policy comes from RL).
     report_upstream: dict[str, Stage] = {}
 
-    def visit(stage: Stage, role: str) -> None:
-        if role in report_upstream:
+    def visit(stage: Stage) -> None:
+        if stage.role in report_upstream:
             return
-        report_upstream[role] = stage
+        report_upstream[stage.role] = stage
         for up in stage.upstream.values():
-            visit(up, up.kind)
+            visit(up)
 
     for ev in evals:
-        visit(ev, f"eval-{ev.variant}")
+        visit(ev)
     add("report", [Read("name"), Read("report")], report_upstream)
     return stages
 
@@ -202,10 +234,8 @@ def plan_project(specs: Iterable[ExperimentSpec]) -> list[Stage]:
                     f"experiment under experiments/ (have: {', '.join(sorted(plans))})."
                 )
             for stage in plans[other]:
-                if stage.kind == "collect":
-                    report.upstream[f"{other}-collect"] = stage
-                elif stage.kind == "eval":
-                    report.upstream[f"{other}-eval-{stage.variant}"] = stage
+                if stage.kind in ("collect", "eval"):
+                    report.upstream[f"{other}-{stage.role}"] = stage
     planned: dict[str, dict[str, Stage]] = {}  # identity -> experiment -> its instance
     for name, stages in plans.items():
         for stage in stages:
@@ -220,4 +250,7 @@ def plan_project(specs: Iterable[ExperimentSpec]) -> list[Stage]:
     for stage in canonical.values():
         stage.upstream = {role: canonical[up.identity] for role, up in stage.upstream.items()}
     rank = {k: i for i, k in enumerate(STAGES)}
-    return sorted(canonical.values(), key=lambda s: (rank[s.kind], s.owner, s.variant or ""))
+    return sorted(
+        canonical.values(),
+        key=lambda s: (rank[s.kind], s.owner, s.variant or "", -1 if s.seed is None else s.seed),
+    )

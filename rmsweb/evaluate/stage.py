@@ -1,8 +1,10 @@
-"""Stage `eval`: one policy on the held-out split through the episode runner.
+"""Stage `eval`: one policy on the spec's eval splits (val, test) through the episode runner.
 
 Writes the episodes/steps tables of every episode (resumable: a rerun skips
-finished episodes), an `evals` table (one row per task plus the overall row)
-and the metrics JSON that `dvc metrics show` / `dvc exp show` read.
+finished episodes), an `evals` table (per split: one row per task plus the
+overall row) and the metrics JSON that `dvc metrics show` / `dvc exp show` read:
+`success` etc. for the first reported split (test when evaluated), the others
+under `<split>/...`. A trained policy's eval runs once per training seed.
 """
 
 from __future__ import annotations
@@ -12,57 +14,49 @@ import time
 from typing import Any
 
 from rmsweb.evaluate.metrics import eval_rows
+from rmsweb.stage_io import StageIO
+from rmsweb.store.layout import run_name
+from rmsweb.store.rows import EpisodeRecord, EvalRow
+
+# The split whose numbers are the stage's headline metrics: test when it is evaluated.
+REPORT_ORDER = ("test", "val", "train")
 
 
-async def _run(io: Any, policy_spec: Any) -> float:
+async def _run(io: StageIO, policy_spec: Any, run: str) -> dict[str, float]:
+    """Every eval split in one runner (one browser); wall seconds per split."""
     from rmsweb.agents.build import eval_policy
     from rmsweb.rollout.build import build_runner
     from rmsweb.store.writer import ShardWriter
 
     spec = io.spec
-    split = spec.eval.split
-    runner = build_runner(spec.suite, run=f"eval/{io.exp}/{io.policy}", stage="eval")
-    seeds = runner.suite.seeds(split)
-    if spec.eval.seeds_per_task:
-        seeds = seeds[: spec.eval.seeds_per_task]
-    start = time.perf_counter()
+    runner = build_runner(spec.suite, run=run, stage="eval")
+    walls: dict[str, float] = {}
     async with runner:
-        policy = eval_policy(policy_spec, spec, runner.suite, io.inputs)
+        policy = eval_policy(policy_spec, spec, runner.suite, io.inputs, seed=io.train_seed)
         try:
             with ShardWriter(io.out) as sink:
-                await runner.run(
-                    policy,
-                    runner.suite.task_ids(),
-                    seeds,
-                    sink,
-                    split=split,
-                    description=f"eval {io.policy}",
-                )
+                for split in spec.eval.splits:
+                    seeds = runner.suite.seeds(split)
+                    if spec.eval.seeds_per_task:
+                        seeds = seeds[: spec.eval.seeds_per_task]
+                    start = time.perf_counter()
+                    await runner.run(
+                        policy,
+                        runner.suite.task_ids(),
+                        seeds,
+                        sink,
+                        split=split,
+                        description=f"eval {io.policy} ({split})",
+                    )
+                    walls[split] = time.perf_counter() - start
         finally:
             await policy.close()
-    return time.perf_counter() - start
+    return walls
 
 
-def main(io: Any) -> None:  # io: rmsweb.stage_io.StageIO
-    from rmsweb.store.reader import read_records
-
-    spec = io.spec
-    policy_spec = next(p for p in spec.eval.policies if p.name == io.policy)
-    io.out.mkdir(parents=True, exist_ok=True)
-    wall = asyncio.run(_run(io, policy_spec))
-    records = read_records(io.out)
-    rows = eval_rows(
-        records,
-        run=f"eval/{io.exp}/{io.policy}",
-        policy=io.policy,
-        suite=spec.suite.kind,
-        split=spec.eval.split,
-        wall_s=wall,
-    )
-    _replace_table(io.out, "evals", rows)
+def _split_metrics(rows: list[EvalRow], records: list[EpisodeRecord]) -> dict[str, Any]:
     overall = rows[-1]
-    metrics: dict[str, Any] = {
-        "policy": io.policy,
+    return {
         "n": overall.n,
         "success": round(overall.success_rate, 4),
         "ci_low": round(overall.ci_low, 4),
@@ -70,9 +64,42 @@ def main(io: Any) -> None:  # io: rmsweb.stage_io.StageIO
         "mean_steps_solved": overall.mean_steps_solved,
         "parse_error_rate": round(overall.parse_error_rate, 4),
         "env_errors": sum(1 for r in records if r.episode.error),
-        "wall_s": round(wall, 1),
+        "wall_s": round(overall.wall_s, 1),
         "per_task": {r.task_id: round(r.success_rate, 4) for r in rows[:-1]},
     }
+
+
+def main(io: StageIO) -> None:
+    from rmsweb.store.reader import read_records
+
+    spec = io.spec
+    policy_spec = next(p for p in spec.eval.policies if p.name == io.policy)
+    run = run_name(io.out)
+    io.out.mkdir(parents=True, exist_ok=True)
+    walls = asyncio.run(_run(io, policy_spec, run))
+    records = read_records(io.out)
+    all_rows: list[EvalRow] = []
+    metrics: dict[str, Any] = {"policy": io.policy}
+    if io.seed is not None:
+        metrics["seed"] = io.seed
+    splits = sorted(spec.eval.splits, key=REPORT_ORDER.index)
+    for i, split in enumerate(splits):
+        mine = [r for r in records if r.episode.split == split]
+        rows = eval_rows(
+            mine,
+            run=run,
+            policy=io.policy,
+            suite=spec.suite.kind,
+            split=split,
+            wall_s=walls.get(split, 0.0),
+        )
+        all_rows += rows
+        values = {"split": split, **_split_metrics(rows, mine)}
+        if i == 0:
+            metrics.update(values)
+        else:
+            metrics[split] = values
+    _replace_table(io.out, "evals", all_rows)
     io.write_metrics(metrics)
 
 

@@ -58,7 +58,12 @@ class EvalSpec(SpecModel):
         min_length=1,
         description="Policies evaluated, each its own DVC stage.",
     )
-    split: Literal["test", "train"] = Field("test", description="Seed split to evaluate on.")
+    splits: list[Literal["val", "test", "train"]] = Field(
+        default_factory=lambda: ["test"],
+        min_length=1,
+        description="Seed splits each policy is evaluated on: val for choosing, test for "
+        "reporting (the report labels every number with its split).",
+    )
     seeds_per_task: int | None = Field(
         None, ge=1, description="Seeds per task (null: the whole split)."
     )
@@ -66,6 +71,8 @@ class EvalSpec(SpecModel):
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvalSpec:
+        if len(set(self.splits)) != len(self.splits):
+            raise SpecFieldError("splits", "a split is listed twice; list each split once.")
         seen: set[str] = set()
         for i, p in enumerate(self.policies):
             if p.name in seen:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .collect import CollectSpec
 from .common import Name, SpecFieldError, SpecModel, default_kind
@@ -23,7 +23,20 @@ class ExperimentSpec(SpecModel):
 
     name: Name = Field(..., description="Experiment name; names stages, runs and report rows.")
     description: str = Field("", description="What this experiment tests, in a sentence.")
-    seed: int = Field(0, ge=0, description="Global seed (sampling, shuffles, model init).")
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Data seed: the teacher's mistakes, the random policy and the other draws "
+        "that do not depend on a training run.",
+    )
+    seeds: list[int] = Field(
+        default_factory=lambda: [0],
+        min_length=1,
+        max_length=32,
+        description="Training seeds: model init, SFT, mining samples, RL and the eval of the "
+        "trained policies run once per seed (one DVC stage each); the report gives means with "
+        "intervals over seeds. Stages that do not train (collect, expert/random eval) are shared.",
+    )
     suite: SuiteSpec = Field(default_factory=MiniWoBSuite, description="Tasks and browser.")
     model: ModelSpec = Field(default_factory=TinyModel, description="Policy model.")
     collect: CollectSpec = Field(default_factory=CollectSpec, description="Teacher collection (R).")
@@ -40,6 +53,15 @@ class ExperimentSpec(SpecModel):
         data = default_kind(data, "suite", "miniwob")
         data = default_kind(data, "model", "tiny")
         return default_kind(data, "rl", "salvage_ds")
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        if any(s < 0 for s in seeds):
+            raise ValueError("training seeds are non-negative integers.")
+        if len(set(seeds)) != len(seeds):
+            raise ValueError("a training seed is listed twice; list each seed once.")
+        return seeds
 
     @model_validator(mode="after")
     def _suite_fits(self) -> ExperimentSpec:
@@ -74,4 +96,5 @@ class ExperimentSpec(SpecModel):
 
 def stage_sections() -> tuple[str, ...]:
     """Names of the top-level sections, in pipeline order."""
-    return tuple(n for n in ExperimentSpec.model_fields if n not in {"name", "description", "seed"})
+    skip = {"name", "description", "seed", "seeds"}
+    return tuple(n for n in ExperimentSpec.model_fields if n not in skip)

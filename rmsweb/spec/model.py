@@ -81,8 +81,9 @@ class _ModelBase(SpecModel):
 class TinyModel(_ModelBase):
     """A tiny random Qwen3 (text) or Qwen3-VL model built offline by the `model` stage.
 
-    The tokenizer is trained with `tokenizers` on the collected observation and
-    action texts, so nothing is downloaded.
+    The tokenizer is trained with `tokenizers` on texts of the suite itself (the scripted
+    experts' episodes on train seeds), not on an arm's collected data, so every arm of a
+    study starts from the same model; nothing is downloaded.
     """
 
     kind: Literal["tiny"] = "tiny"
@@ -90,6 +91,12 @@ class TinyModel(_ModelBase):
         "qwen3", description="qwen3: text only; qwen3_vl: text + image."
     )
     vocab_size: int = Field(1536, ge=300, le=65536, description="BPE vocabulary size.")
+    corpus_seeds_per_task: int = Field(
+        50,
+        ge=1,
+        description="Train seeds per task whose expert episodes the tokenizer is trained on "
+        "(tasks without an expert contribute their start page).",
+    )
     hidden_size: int = Field(64, ge=16, description="Width of the transformer.")
     num_layers: int = Field(2, ge=1, description="Decoder layers.")
     num_heads: int = Field(4, ge=1, description="Attention heads.")

@@ -52,9 +52,15 @@ class MiniWoBSuite(SpecModel):
         default_factory=lambda: SeedRange(start=0, count=100),
         description="Seeds used by collect, mine and rl (per task).",
     )
+    val: SeedRange = Field(
+        default_factory=lambda: SeedRange(start=50_000, count=10),
+        description="Validation seeds (per task): hyperparameters and checkpoint choice read "
+        "these, never test. Disjoint from train and test.",
+    )
     test: SeedRange = Field(
         default_factory=lambda: SeedRange(start=100_000, count=50),
-        description="Held-out seeds used by eval (per task); disjoint from train.",
+        description="Held-out seeds used by eval (per task); disjoint from train and val. "
+        "Read once per reported number.",
     )
     max_steps: int = Field(10, ge=1, le=200, description="Step limit of one episode.")
     browser: BrowserSpec = Field(default_factory=BrowserSpec, description="Browser settings.")
@@ -77,13 +83,16 @@ class MiniWoBSuite(SpecModel):
 
     @model_validator(mode="after")
     def _disjoint_splits(self) -> MiniWoBSuite:
-        if self.train.overlaps(self.test):
-            raise SpecFieldError(
-                "test",
-                f"train seeds [{self.train.start}, {self.train.stop}) overlap test seeds "
-                f"[{self.test.start}, {self.test.stop}); held-out evaluation needs disjoint "
-                "seeds. Fix: move test.start past the train range.",
-            )
+        pairs = (("train", "test"), ("train", "val"), ("val", "test"))
+        for a, b in pairs:
+            ra, rb = getattr(self, a), getattr(self, b)
+            if ra.overlaps(rb):
+                raise SpecFieldError(
+                    b,
+                    f"{a} seeds [{ra.start}, {ra.stop}) overlap {b} seeds [{rb.start}, "
+                    f"{rb.stop}); tuning and held-out evaluation need disjoint seeds. Fix: move "
+                    f"{b}.start past the {a} range.",
+                )
         return self
 
 

@@ -17,7 +17,7 @@ from rmsweb.env.types import Box, Expert
 if TYPE_CHECKING:
     from rmsweb.env.session import PageSession
 
-SPLITS = ("train", "test")
+SPLITS = ("train", "val", "test")
 
 
 @dataclass(frozen=True, slots=True)

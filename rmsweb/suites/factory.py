@@ -37,6 +37,7 @@ def build_suite(spec: Any) -> Suite:
         return MiniWoB(
             spec.tasks,
             train_seeds=spec.train.seeds(),
+            val_seeds=spec.val.seeds(),
             test_seeds=spec.test.seeds(),
             max_steps=spec.max_steps,
         )

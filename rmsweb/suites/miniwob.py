@@ -145,13 +145,15 @@ class MiniWoB:
         *,
         train_seeds: Sequence[int] = range(0, 100),
         test_seeds: Sequence[int] = range(100_000, 100_050),
+        val_seeds: Sequence[int] = range(50_000, 50_010),
         max_steps: int = 10,
     ) -> None:
         self.tasks = resolve_tasks(tasks)
-        overlap = set(train_seeds) & set(test_seeds)
-        if overlap:
-            raise ValueError(f"train and test seeds overlap (e.g. {min(overlap)})")
-        self._seeds = {"train": list(train_seeds), "test": list(test_seeds)}
+        self._seeds = {"train": list(train_seeds), "val": list(val_seeds), "test": list(test_seeds)}
+        for a, b in (("train", "test"), ("train", "val"), ("val", "test")):
+            overlap = set(self._seeds[a]) & set(self._seeds[b])
+            if overlap:
+                raise ValueError(f"{a} and {b} seeds overlap (e.g. {min(overlap)})")
         self.max_steps = max_steps
         self._server: StaticServer | None = None
         self.allowed_origins: tuple[str, ...] | None = None

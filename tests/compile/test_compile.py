@@ -78,7 +78,7 @@ def test_dvc_reads_the_pipeline(repo_root: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "sft_miniwob-cpu" in proc.stdout.split()
+    assert "sft-s0_miniwob-cpu" in proc.stdout.split()
 
 
 def test_params_keys_exist(repo_root: Path) -> None:
@@ -100,21 +100,22 @@ def test_ablation_shares_upstream_stages(repo_root: Path) -> None:
     assert "miniwob-cpu-grpo" not in stages[("rl", None)].sharers
     assert "miniwob-cpu-grpo" in stages[("eval", "sft")].sharers
     dvc = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
-    assert "rl_miniwob-cpu-grpo" in dvc
-    assert "sft_miniwob-cpu-grpo" not in dvc
-    assert dvc["rl_miniwob-cpu-grpo"]["deps"][-1] == "runs/sft/miniwob-cpu"
+    assert "rl-s0_miniwob-cpu-grpo" in dvc
+    assert "sft-s0_miniwob-cpu-grpo" not in dvc
+    assert dvc["rl-s0_miniwob-cpu-grpo"]["deps"][-1] == "runs/sft/miniwob-cpu/s0"
 
 
 def test_stage_wiring(repo_root: Path) -> None:
     dvc = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
-    sft = dvc["sft_miniwob-cpu"]
-    assert sft["cmd"].startswith("rmsweb sft --exp miniwob-cpu")
+    sft = dvc["sft-s0_miniwob-cpu"]
+    assert sft["cmd"].startswith("rmsweb sft --exp miniwob-cpu --seed 0")
     assert "--in collect=runs/collect/miniwob-cpu" in sft["cmd"]
     # One hop from dvc.yaml to the code: the stage's module is named and is the first dep.
     assert sft["deps"][0] == "rmsweb/train/sft/stage.py"
     assert "code: rmsweb/train/sft/stage.py" in sft["desc"]
-    assert sft["outs"] == ["runs/sft/miniwob-cpu"]
-    assert sft["metrics"] == [{"metrics/sft/miniwob-cpu.json": {"cache": False}}]
+    assert sft["outs"] == ["runs/sft/miniwob-cpu/s0"]
+    assert sft["metrics"] == [{"metrics/sft/miniwob-cpu-s0.json": {"cache": False}}]
+    assert not any(p.endswith((".seed", ".seeds")) for p in sft["params"])  # --seed, not params
     assert "miniwob-cpu.sft.learning_rate" in sft["params"]
     assert not any(p.startswith("miniwob-cpu.rl") for p in sft["params"])
     report = dvc["report_miniwob-cpu"]
@@ -180,15 +181,17 @@ def test_retry_ablations_share_what_does_not_depend_on_collect(repo_root: Path) 
     stages = {s.name: s for s in load_project(repo_root).stages}
     assert "miniwob-cpu-retry-none" in stages["eval-expert_miniwob-cpu"].sharers
     assert "collect_miniwob-cpu-retry-none" in stages
-    assert "sft_miniwob-cpu-retry-blind" in stages
+    assert "sft-s0_miniwob-cpu-retry-blind" in stages
+    # The model does not depend on the arm's data: every arm starts from the same one.
+    assert "miniwob-cpu-retry-blind" in stages["model-s0_miniwob-cpu"].sharers
     study = stages["report_miniwob-cpu-retry-study"]
     assert study.upstream["miniwob-cpu-retry-none-collect"].name == "collect_miniwob-cpu-retry-none"
     assert (
-        study.upstream["miniwob-cpu-retry-blind-eval-sft"].name
-        == "eval-sft_miniwob-cpu-retry-blind"
+        study.upstream["miniwob-cpu-retry-blind-eval-sft-s0"].name
+        == "eval-sft-s0_miniwob-cpu-retry-blind"
     )
     # The study changes only its report: every other stage is miniwob-cpu's.
-    assert "miniwob-cpu-retry-study" in stages["sft_miniwob-cpu"].sharers
+    assert "miniwob-cpu-retry-study" in stages["sft-s0_miniwob-cpu"].sharers
 
 
 def test_report_compare_must_name_an_experiment(project: Path) -> None:
@@ -196,3 +199,28 @@ def test_report_compare_must_name_an_experiment(project: Path) -> None:
     spec.write_text(spec.read_text().replace("miniwob-cpu-retry-none,", "nope,"))
     result = CliRunner().invoke(app, ["compile", "--root", str(project)])
     assert result.exit_code == 2 and "'nope', which is not an experiment" in result.stderr
+
+
+def test_training_seeds_give_one_stage_each_and_share_the_rest(tmp_path: Path) -> None:
+    from rmsweb.compile.graph import plan_project
+    from rmsweb.spec import load_experiment
+
+    spec_file = tmp_path / "three.yaml"
+    spec_file.write_text("name: three\nseeds: [0, 1, 2]\n")
+    one_file = tmp_path / "one.yaml"
+    one_file.write_text("name: one\nseeds: [1]\n")
+    stages = {s.name: s for s in plan_project([load_experiment(spec_file), load_experiment(one_file)])}
+    for kind in ("model", "sft", "mine", "rl", "eval-sft", "eval-rl"):
+        assert {f"{kind}-s{i}_one" if i == 1 else f"{kind}-s{i}_three" for i in range(3)} <= set(
+            stages
+        ), kind
+    # Seed 1 is the same stage in both experiments (owner: the shorter name).
+    assert stages["sft-s1_one"].sharers == ["one", "three"]
+    assert stages["sft-s1_one"].out == "runs/sft/one/s1"
+    # What does not train is shared across seeds: one collect, one expert eval.
+    assert [n for n in stages if n.startswith("collect_")] == ["collect_one"]
+    assert "eval-expert_one" in stages and "eval-expert-s0_three" not in stages
+    report = stages["report_three"]
+    assert {"eval-sft-s0", "eval-sft-s1", "eval-sft-s2", "sft-s2", "eval-expert"} <= set(
+        report.upstream
+    )

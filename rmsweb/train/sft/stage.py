@@ -80,7 +80,7 @@ def main(io: StageIO) -> None:
         val_fraction=s.val_fraction,
         precision=s.precision,
         gradient_checkpointing=s.gradient_checkpointing,
-        seed=spec.seed,
+        seed=io.train_seed,
     )
     lora = None
     if m.lora.enabled:

@@ -1,31 +1,19 @@
 """Stage `model` (`rmsweb model`): a tiny random model whose tokenizer knows the suite.
 
-The tokenizer is trained on the collected instructions, observations and
-actions plus the prompt's fixed texts, so element ids and common UI words are
-single tokens. Writes <out>/model (a Hugging Face folder) and metrics.
+The tokenizer is trained on the suite's own texts (corpus.py), the weights are
+initialised from the training seed: the model depends on the suite and model
+config only, so every arm of a study starts from the same model. Writes
+<out>/model (a Hugging Face folder) and metrics.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-from rmsweb.agents.prompt import SYSTEM_PROMPTS
 from rmsweb.models.config import TinySize
 from rmsweb.models.tiny import save_tiny_model
 from rmsweb.stage_io import StageIO
-
-
-def corpus(collect_dir: Path) -> Iterator[str]:
-    from rmsweb.store.reader import read_rows
-
-    yield from (t for t in SYSTEM_PROMPTS.values() if t)
-    for ep in read_rows(collect_dir, "episodes"):
-        yield ep.instruction
-    for st in read_rows(collect_dir, "steps"):
-        yield st.obs_text
-        yield st.output_text
+from rmsweb.train.tiny.corpus import suite_corpus
 
 
 def main(io: StageIO) -> None:
@@ -45,6 +33,6 @@ def main(io: StageIO) -> None:
         patch_size=m.patch_size,
     )
     start = time.time()
-    texts = list(corpus(io.input("collect")))
-    info = save_tiny_model(io.out / "model", m.arch, texts, m.vocab_size, size, io.spec.seed)
+    texts = suite_corpus(io.spec.suite, m.corpus_seeds_per_task)
+    info = save_tiny_model(io.out / "model", m.arch, texts, m.vocab_size, size, io.train_seed)
     io.write_metrics({**info, "corpus_texts": len(texts), "wall_s": round(time.time() - start, 1)})

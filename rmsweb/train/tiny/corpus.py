@@ -1,0 +1,71 @@
+"""The tokenizer's training texts: what the suite shows a policy, independent of any arm.
+
+Each task runs on the first train seeds with its scripted expert (a task without an
+expert stops at once, so its start page is still seen). The texts are the
+instructions, observations and expert outputs, plus the prompt's fixed texts, so
+element ids and common UI words become single tokens. Collected data is not used:
+arms that collect differently must still start from the same model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rmsweb.agents.base import ActResult
+from rmsweb.agents.prompt import SYSTEM_PROMPTS
+from rmsweb.env.actions import format_action
+from rmsweb.env.types import ActRequest, Expert
+from rmsweb.rollout.build import build_runner
+from rmsweb.store.rows import EpisodeRecord, MemorySink
+
+
+class _ExpertOrStop:
+    """The expert's first acceptable action; `stop()` where a task has no expert."""
+
+    name = "corpus"
+
+    def __init__(self, experts: Mapping[str, Expert | None]) -> None:
+        self.experts = experts
+
+    async def act(self, request: ActRequest) -> ActResult:
+        t = time.perf_counter()
+        expert = self.experts.get(request.task_id)
+        actions = (
+            expert.acceptable_actions(request.instruction, request.observation, request.history)
+            if expert
+            else []
+        )
+        text = format_action(actions[0]) if actions else "stop()"
+        return ActResult(text=text, latency_s=time.perf_counter() - t)
+
+    async def close(self) -> None:
+        pass
+
+
+async def _rollouts(suite_spec: Any, seeds_per_task: int) -> list[EpisodeRecord]:
+    runner = build_runner(suite_spec, run="model/corpus", stage="model", progress=False)
+    sink = MemorySink()
+    async with runner:
+        suite = runner.suite
+        tasks = suite.task_ids()
+        policy = _ExpertOrStop({t: suite.expert(t) for t in tasks})
+        seeds = suite.seeds("train")[:seeds_per_task]
+        await runner.run(policy, tasks, seeds, sink, split="train")
+    return sink.records
+
+
+def texts(records: list[EpisodeRecord]) -> Iterator[str]:
+    yield from (t for t in SYSTEM_PROMPTS.values() if t)
+    for rec in records:
+        yield rec.episode.instruction
+        for st in rec.steps:
+            yield st.obs_text
+            yield st.output_text
+
+
+def suite_corpus(suite_spec: Any, seeds_per_task: int) -> list[str]:
+    """The tokenizer corpus of a suite spec (runs a browser for a few hundred episodes)."""
+    return list(texts(asyncio.run(_rollouts(suite_spec, seeds_per_task))))
