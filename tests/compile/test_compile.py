@@ -209,7 +209,9 @@ def test_training_seeds_give_one_stage_each_and_share_the_rest(tmp_path: Path) -
     spec_file.write_text("name: three\nseeds: [0, 1, 2]\n")
     one_file = tmp_path / "one.yaml"
     one_file.write_text("name: one\nseeds: [1]\n")
-    stages = {s.name: s for s in plan_project([load_experiment(spec_file), load_experiment(one_file)])}
+    stages = {
+        s.name: s for s in plan_project([load_experiment(spec_file), load_experiment(one_file)])
+    }
     for kind in ("model", "sft", "mine", "rl", "eval-sft", "eval-rl"):
         assert {f"{kind}-s{i}_one" if i == 1 else f"{kind}-s{i}_three" for i in range(3)} <= set(
             stages
