@@ -234,8 +234,10 @@ def plan_project(specs: Iterable[ExperimentSpec]) -> list[Stage]:
                     f"experiment under experiments/ (have: {', '.join(sorted(plans))})."
                 )
             for stage in plans[other]:
+                # "<experiment>.<role>": a dot cannot occur in names, so the report can
+                # tell which experiment an input reports for.
                 if stage.kind in ("collect", "eval"):
-                    report.upstream[f"{other}-{stage.role}"] = stage
+                    report.upstream[f"{other}.{stage.role}"] = stage
     planned: dict[str, dict[str, Stage]] = {}  # identity -> experiment -> its instance
     for name, stages in plans.items():
         for stage in stages:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rmsweb.report import plots, queries
+from rmsweb.report.arms import ArmSummary, Difference
+from rmsweb.report.arms_section import arm_episodes, arms_section
 from rmsweb.report.document import (
     Document,
     Figure,
@@ -41,6 +43,8 @@ class Report:
     metrics: dict[str, Any] = field(default_factory=dict)
     plot_data: dict[str, list[list[Any]]] = field(default_factory=dict)  # file -> rows
     eval_rows: list[EvalRow] = field(default_factory=list)
+    arm_summaries: dict[str, ArmSummary] = field(default_factory=dict)
+    differences: list[Difference] = field(default_factory=list)
 
 
 def _absent(what: str, table: str, stage: str) -> Para:
@@ -382,14 +386,26 @@ def _label_compared(rows: list[EvalRow]) -> None:
             r.policy = r.run.removeprefix("eval/")
 
 
-def build_report(runs: Mapping[str, Path], *, title: str) -> Report:
-    """The report over the given runs (role -> run folder; roles as the stage's --in)."""
+def build_report(
+    runs: Mapping[str, Path],
+    *,
+    title: str,
+    experiment: str = "",
+    arms: Sequence[tuple[str, str]] = (),
+    comparisons: Sequence[tuple[str, str]] = (),
+) -> Report:
+    """The report over the given runs (role -> run folder; roles as the stage's --in).
+
+    `experiment` names the arms of this report's own inputs; `arms` are (label,
+    <experiment>/<policy>) rows and `comparisons` (a, b) pairs of the arms section.
+    """
     from rmsweb.store.views import connect
 
     named = {run_name(path): Path(path) for path in runs.values()}
     con = connect(named)
     try:
         data = queries.run_all(con)
+        episodes = arm_episodes(con, runs, experiment or title)
         rows = eval_rows_from(data["eval_by_task"])
         _label_compared(rows)
         counts: dict[str, dict[str, int]] = {}
@@ -409,6 +425,7 @@ def build_report(runs: Mapping[str, Path], *, title: str) -> Report:
     rep = Report(doc, eval_rows=rows)
     doc.sections += results_section(rep, rows)
     _steps_vs_expert(rep, doc.sections[0], rows, data["steps_vs_expert"])
+    doc.sections.append(arms_section(rep, episodes, arms, comparisons))
     doc.sections.append(collect_section(rep, data))
     doc.sections.append(mine_section(rep, data["failure_modes"]))
     doc.sections.append(rl_section(rep, data["rl_curve"], data["rl_reasons"]))
@@ -425,12 +442,15 @@ def write_report(
     title: str,
     viewer: bool = True,
     viewer_max_episodes: int = 200,
+    experiment: str = "",
+    arms: Sequence[tuple[str, str]] = (),
+    comparisons: Sequence[tuple[str, str]] = (),
 ) -> Report:
     """Write report.md, report.html, plots/*.png and (optionally) viewer/<role>.html to `out`."""
     from rmsweb.report.viewer import write_viewer
     from rmsweb.store.layout import part_files
 
-    rep = build_report(runs, title=title)
+    rep = build_report(runs, title=title, experiment=experiment, arms=arms, comparisons=comparisons)
     out.mkdir(parents=True, exist_ok=True)
     if viewer:
         links = []

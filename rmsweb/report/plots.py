@@ -7,6 +7,7 @@ import io
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from rmsweb.report.arms import ArmSummary
 from rmsweb.store.rows import EvalRow
 
 if TYPE_CHECKING:
@@ -153,4 +154,23 @@ def rl_plot(curve: list[dict], reasons: list[dict]) -> bytes:
         ax_l.legend(fontsize=8)
     for ax in (ax_r, ax_g, ax_l):
         _style(ax)
+    return _png(fig)
+
+
+def arms_plot(rows: list[tuple[str, ArmSummary]]) -> bytes:
+    """Test success per arm: bar = mean over seeds, whiskers = 95% CI over seeds (pooled
+    Wilson with one seed), dots = the training seeds themselves."""
+    items = rows[::-1]
+    fig, ax = _figure(6.5, 0.6 + 0.45 * len(items))
+    means = [s.mean for _, s in items]
+    lows = [s.mean - (s.seed_low if s.seed_low is not None else s.pooled_low) for _, s in items]
+    highs = [(s.seed_high if s.seed_high is not None else s.pooled_high) - s.mean for _, s in items]
+    ax.barh([label for label, _ in items], means, xerr=[lows, highs], color="#55a868", capsize=4)
+    for y, (_, s) in enumerate(items):
+        ax.plot(s.per_seed, [y] * len(s.per_seed), "k.", markersize=5)
+        ax.text(min(1.0, s.mean + highs[y]) + 0.015, y, f"{100 * s.mean:.1f}%", va="center")
+    ax.set_xlim(0, 1.15)
+    ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    ax.set_xlabel("test success (dots: training seeds)")
+    _style(ax)
     return _png(fig)

@@ -46,6 +46,9 @@ def main(io: StageIO) -> None:
             title=spec.title or io.spec.name,
             viewer=spec.viewer,
             viewer_max_episodes=spec.viewer_max_episodes,
+            experiment=io.spec.name,
+            arms=[(row.label, row.arm) for row in spec.arms],
+            comparisons=[(c.a, c.b) for c in spec.comparisons],
         )
         shutil.rmtree(io.out, ignore_errors=True)
         tmp.rename(io.out)

@@ -185,9 +185,9 @@ def test_retry_ablations_share_what_does_not_depend_on_collect(repo_root: Path) 
     # The model does not depend on the arm's data: every arm starts from the same one.
     assert "miniwob-cpu-retry-blind" in stages["model-s0_miniwob-cpu"].sharers
     study = stages["report_miniwob-cpu-retry-study"]
-    assert study.upstream["miniwob-cpu-retry-none-collect"].name == "collect_miniwob-cpu-retry-none"
+    assert study.upstream["miniwob-cpu-retry-none.collect"].name == "collect_miniwob-cpu-retry-none"
     assert (
-        study.upstream["miniwob-cpu-retry-blind-eval-sft-s0"].name
+        study.upstream["miniwob-cpu-retry-blind.eval-sft-s0"].name
         == "eval-sft-s0_miniwob-cpu-retry-blind"
     )
     # The study changes only its report: every other stage is miniwob-cpu's.

@@ -60,15 +60,16 @@ def test_report_page(browser, report_dir: Path, tmp_path: Path) -> None:
     page, errors = open_page(browser, (report_dir / "report.html").as_uri())
     assert page.title() == "Browser check"
     headings = page.locator("h2").all_inner_texts()
-    assert headings[:5] == [
+    assert headings[:6] == [
         "Results",
         "Per-task success",
+        "Arms over training seeds (test split)",
         "Collection: reflection retries",
         "Failure-mode mining",
         "RL: rewards, gate and losses",
     ]
     widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.complete && i.naturalWidth)")
-    assert len(widths) == 5 and all(w > 100 for w in widths), widths
+    assert len(widths) == 6 and all(w > 100 for w in widths), widths
     assert page.locator("table").first.locator("tbody tr").count() == 4  # 4 policies
     page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
     page.close()

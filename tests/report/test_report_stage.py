@@ -58,11 +58,14 @@ def test_full_report(demo: tuple[Path, dict[str, Path]], tmp_path: Path) -> None
     assert [line.split(" | ")[0] for line in table[2:]] == ["| expert", "| random", "| sft", "| rl"]
     # ... then the matched steps against the expert, for every policy but the expert
     assert "| Policy | Solved episodes | Steps / expert's steps |" in results
-    for name in ("success", "yield", "kept_steps", "failure_modes", "rl"):
+    for name in ("success", "arms", "yield", "kept_steps", "failure_modes", "rl"):
         png = out / "plots" / f"{name}.png"
         assert png.read_bytes().startswith(b"\x89PNG") and f"](plots/{name}.png)" in md
     html = (out / "report.html").read_text()
-    assert html.count('src="data:image/png;base64,') == 5
+    assert html.count('src="data:image/png;base64,') == 6
+    # The arms section: one row per arm (one seed each here), and rl - sft compared.
+    arms = md.split("## Arms over training seeds (test split)")[1].split("\n## ")[0]
+    assert "| sft |" in arms and "| rl |" in arms and " − " in arms
     # Self-contained: nothing fetched; the only links are the viewer pages next to it.
     assert not re.search(r'src="(?!data:)', html)
     hrefs = re.findall(r'href="([^"]+)"', html)

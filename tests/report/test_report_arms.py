@@ -1,0 +1,90 @@
+"""Arm statistics over training seeds, on hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rmsweb.report.arms import (
+    Episode,
+    arm_of_run,
+    paired_difference,
+    summarize,
+    t95,
+    task_weighted,
+)
+
+
+def ep(arm: str, seed: int | None, task: str, unit: int, ok: bool, steps: int = 2) -> Episode:
+    return Episode(arm, seed, task, unit, ok, steps)
+
+
+def test_task_weighted_mean_weighs_tasks_equally() -> None:
+    # task a: 1/1, task b: 1/3 -> (1 + 1/3) / 2 = 2/3 (the pooled mean would be 2/4)
+    assert task_weighted([("a", 1), ("b", 1), ("b", 0), ("b", 0)]) == pytest.approx(2 / 3)
+
+
+def test_summary_over_three_seeds_by_hand() -> None:
+    # Seeds 0, 1, 2 succeed on 2/4, 3/4, 4/4 units of one task: per-seed 0.5, 0.75, 1.0.
+    eps = [ep("x/rl", s, "t", u, u < 2 + s) for s in range(3) for u in range(4)]
+    s = summarize("x/rl", eps)
+    assert s.per_seed == (0.5, 0.75, 1.0)
+    assert s.mean == pytest.approx(0.75)
+    # stdev = 0.25, half-width = t(2) * 0.25 / sqrt(3) = 4.303 * 0.1443 = 0.6211
+    assert s.seed_high - s.mean == pytest.approx(4.303 * 0.25 / math.sqrt(3))
+    assert (s.n, s.successes) == (12, 9)
+    assert 0.45 < s.pooled_low < 0.75 < s.pooled_high < 0.95  # Wilson of 9/12
+
+
+def test_one_seed_has_no_seed_interval() -> None:
+    s = summarize("x/expert", [ep("x/expert", None, "t", 0, True)])
+    assert s.seed_low is None and s.seed_high is None and s.mean == 1.0
+
+
+def test_paired_difference_is_the_seed_averaged_unit_difference() -> None:
+    # A (2 seeds) solves units 0-3 in seed 0 and 0-1 in seed 1: per-unit 1, 1, .5, .5 -> 0.75.
+    # B (1 seed) solves units 0-1: per-unit 1, 1, 0, 0 -> 0.5. Difference 0.25.
+    a = [ep("e/a", s, "t", u, u < (4 if s == 0 else 2)) for s in (0, 1) for u in range(4)]
+    b = [ep("e/b", 0, "t", u, u < 2) for u in range(4)]
+    d = paired_difference("e/a", "e/b", a, b, samples=500)
+    assert d.units == 4 and d.diff == pytest.approx(0.25)
+    assert d.low <= 0.25 <= d.high
+    assert d.low >= 0  # no unit favours B, so no resample can
+    # Half the units have difference 0: a resample of only those (p = 1/16 > 2.5%) gives 0,
+    # so the interval reaches 0 and the arms are not called different.
+    assert d.low == 0 and d.verdict == "no difference shown (interval contains 0)"
+
+
+def test_a_clear_gap_is_called_and_a_tie_is_not() -> None:
+    a = [ep("e/a", 0, t, u, True) for t in "xy" for u in range(30)]
+    b = [ep("e/b", 0, t, u, u % 3 == 0) for t in "xy" for u in range(30)]
+    assert paired_difference("e/a", "e/b", a, b, samples=300).verdict == "e/a better"
+    assert paired_difference("e/b", "e/a", b, a, samples=300).verdict == "e/a better"
+    tie = paired_difference("e/b", "e/b", b, b, samples=300)
+    assert (tie.diff, tie.low, tie.high) == (0, 0, 0)
+    assert tie.verdict.startswith("no difference")
+
+
+def test_steps_ratio_on_units_both_solved() -> None:
+    # Both solve units 0 and 1; A takes 3 steps where B takes 4: 6/8 - 1 = -25%.
+    a = [ep("e/a", 0, "t", u, u < 2, steps=3) for u in range(3)]
+    b = [ep("e/b", 0, "t", u, True, steps=4) for u in range(3)]
+    d = paired_difference("e/a", "e/b", a, b, samples=200)
+    assert d.steps_units == 2 and d.steps_ratio == pytest.approx(-0.25)
+
+
+def test_no_shared_units_is_an_error() -> None:
+    with pytest.raises(ValueError, match="share no"):
+        paired_difference("a", "b", [ep("a", 0, "t", 1, True)], [ep("b", 0, "t", 2, True)])
+
+
+def test_arm_and_seed_from_the_run_folder() -> None:
+    assert arm_of_run(("runs", "eval", "owner", "sft", "s2"), "study") == ("study/sft", 2)
+    assert arm_of_run(("runs", "eval", "owner", "expert"), "study") == ("study/expert", None)
+
+
+def test_t_quantiles() -> None:
+    assert t95(2) == 4.303 and t95(12) == 2.228 and t95(100) == 1.96
+    with pytest.raises(ValueError):
+        t95(0)
