@@ -108,7 +108,7 @@ def test_sections_without_tables_say_so(tmp_path: Path) -> None:
     metrics = json.loads(io.metrics.read_text())
     assert set(metrics) == {
         f"{k}/sft" for k in ("success", "ci_low", "ci_high", "n", "steps_solved", "parse_errors")
-    }
+    } | {"arm/demo/sft/success", "arm/demo/sft/seeds"}
     with io.plot_path("rl.csv").open() as f:
         assert list(csv.reader(f)) == [
             list(PLOT_FILES["rl.csv"])
