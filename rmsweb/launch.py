@@ -6,7 +6,8 @@ How it fits together (see sky/<experiment>.yaml):
    outputs to the DVC remote. When a distributed stage's command (`rmsweb sft
    ...`) sees RMSWEB_TORCHRUN it re-executes itself under torchrun. With several
    nodes it first posts the command, the head's dvc.lock (which names the
-   versions of the stage's inputs) and a master port to the rendezvous folder.
+   versions of the stage's inputs), the stage's run key (RMSWEB_RUN_KEY: its
+   checkpoint folder) and a master port to the rendezvous folder.
 3. Every other node runs `rmsweb worker`: it waits for posted commands, pulls
    their inputs at the posted versions and joins the same torchrun rendezvous
    with its own node rank. The head posts `done` at the end
@@ -40,6 +41,9 @@ from rmsweb.errors import UserError
 
 POLL_S = 5.0
 MASTER_PORT_BASE = 29500  # post k uses MASTER_PORT_BASE + k
+# What the head's stage process knows that every rank on every node must agree on:
+# the stage's run key (its checkpoint folder), computed once on the head.
+SHARED_ENV = ("RMSWEB_RUN_KEY",)
 
 
 def _torchrun() -> list[str]:
@@ -98,6 +102,7 @@ def post(rendezvous: Path, argv: list[str], dvc_lock: str | None = None) -> dict
         "pull": stage_inputs(argv),
         "dvc_lock": dvc_lock,
         "master_port": MASTER_PORT_BASE + seq % 1000,
+        "env": {k: os.environ[k] for k in SHARED_ENV if k in os.environ},
     }
     tmp = rendezvous / f".stage-{seq:04d}.tmp"
     tmp.write_text(json.dumps(job))
@@ -176,7 +181,8 @@ def worker_main(exp: str, finish: bool = False, timeout_s: float | None = None) 
             _pull(job)
             cmd = [*_torchrun(), *shlex.split(os.environ["RMSWEB_TORCHRUN"])]
             cmd += [f"--master_port={job['master_port']}", "-m", "rmsweb", *job["argv"]]
-            code = subprocess.run(cmd, check=False).returncode
+            env = {**os.environ, **job.get("env", {})}
+            code = subprocess.run(cmd, env=env, check=False).returncode
             if code:
                 raise UserError(
                     f"distributed stage {job['argv'][:1]} failed on this node ({code})."

@@ -81,6 +81,7 @@ def test_head_posts_lock_and_port_and_does_not_push(
         "pull": ["runs/collect/x"],
         "dvc_lock": "schema: '2.0'\nstages: {collect_x: {}}\n",
         "master_port": launch.MASTER_PORT_BASE,
+        "env": {},
     }
     assert fake_tools["torchrun"].read_text().split() == [
         "--nnodes=2",
@@ -118,6 +119,28 @@ def test_worker_joins_posted_stages_until_done(
     # Inputs pulled at the head's versions: its dvc.lock was written before the pull.
     assert fake_tools["dvc"].read_text().splitlines() == ["pull runs/collect/x"]
     assert Path("dvc.lock").read_text() == "lock-v2\n"
+
+
+def test_worker_ranks_get_the_heads_run_key(
+    fake_tools: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint folder's key is computed once on the head; workers use the same."""
+    seen = tmp_path / "seen_key"
+    torchrun = tmp_path / "torchrun-env"
+    torchrun.write_text(
+        f"#!{sys.executable}\nimport os\n"
+        f"open({str(seen)!r}, 'w').write(os.environ.get('RMSWEB_RUN_KEY', 'missing'))\n"
+    )
+    torchrun.chmod(0o755)
+    monkeypatch.setenv("RMSWEB_TORCHRUN_BIN", str(torchrun))
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "abc123-def456")
+    job = launch.post(launch.rendezvous_dir(), ["sft", "--exp", "x"])
+    assert job["env"] == {"RMSWEB_RUN_KEY": "abc123-def456"}
+    monkeypatch.delenv("RMSWEB_RUN_KEY")  # the worker node's own environment lacks it
+    monkeypatch.setenv("RMSWEB_TORCHRUN", "--nnodes=2 --node_rank=1")
+    launch.worker_main("x", finish=True)
+    launch.worker_main("x", timeout_s=5)
+    assert seen.read_text() == "abc123-def456"
 
 
 def test_recovered_worker_ignores_the_lost_attempts_rendezvous(
