@@ -7,6 +7,7 @@ never load them.
 """
 
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -160,6 +161,15 @@ def _run_stage(
 
     def go() -> None:
         io = make_stage_io(exp, params, ins or [], out, metrics, variant, seed)
+        if stage.distributed and os.environ.get("RMSWEB_CHECKPOINT_DIR"):
+            # Checkpoints in the bucket are keyed by what the stage would produce (config,
+            # code, inputs), computed once here so every torchrun rank and node agrees.
+            from rmsweb.compile.identity import stage_run_key
+
+            os.environ.setdefault(
+                "RMSWEB_RUN_KEY",
+                stage_run_key(io.spec, stage.kind, variant, io.inputs, seed=io.seed),
+            )
         if stage.distributed:
             from rmsweb.distributed import relaunch_under_torchrun
 

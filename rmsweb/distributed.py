@@ -2,19 +2,33 @@
 
 How it fits together (see sky/<experiment>.yaml):
 1. SkyPilot sets RMSWEB_TORCHRUN (torchrun's node arguments) on every node.
-2. The head node runs `dvc repro`. When DVC reaches a distributed stage, the
-   stage command (`rmsweb sft ...`) sees RMSWEB_TORCHRUN and re-executes itself
-   under torchrun. With several nodes it first pushes the stage's inputs to the
-   DVC remote and posts the command to the rendezvous folder (on the mounted
-   checkpoint bucket).
+2. The head node runs the stages one at a time and pushes each finished stage's
+   outputs to the DVC remote. When a distributed stage's command (`rmsweb sft
+   ...`) sees RMSWEB_TORCHRUN it re-executes itself under torchrun. With several
+   nodes it first posts the command, the head's dvc.lock (which names the
+   versions of the stage's inputs), the stage's run key (RMSWEB_RUN_KEY: its
+   checkpoint folder) and a master port to the rendezvous folder.
 3. Every other node runs `rmsweb worker`: it waits for posted commands, pulls
-   their inputs and joins the same torchrun rendezvous with its own node rank.
-   The head posts `done` at the end (`rmsweb worker --finish`).
+   their inputs at the posted versions and joins the same torchrun rendezvous
+   with its own node rank. The head posts `done` at the end
+   (`rmsweb worker --finish`).
 Only the head's outputs are kept by DVC; workers contribute compute.
+
+The rendezvous folder is $RMSWEB_RENDEZVOUS_ROOT/<run id>, and the run id
+changes with every attempt of a managed job:
+- SKYPILOT_TASK_ID alone does not: it stays the same across recoveries, so a
+  recovered worker would read the lost attempt's posts and `done` (and exit, or
+  join a stage the new head never runs).
+- A recovery provisions new nodes, so the run id hashes SKYPILOT_TASK_ID with
+  SKYPILOT_NODE_IPS. Should a recovery get every old IP back, a stale post
+  still cannot pair two nodes on different stages: each post has its own
+  master port, so a worker joining a stale one waits on a port nobody opens
+  and fails loudly (torchrun's rendezvous timeout), and the job is retried.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -26,6 +40,10 @@ from pathlib import Path
 from rmsweb.errors import UserError
 
 POLL_S = 5.0
+MASTER_PORT_BASE = 29500  # post k uses MASTER_PORT_BASE + k
+# What the head's stage process knows that every rank on every node must agree on:
+# the stage's run key (its checkpoint folder), computed once on the head.
+SHARED_ENV = ("RMSWEB_RUN_KEY",)
 
 
 def _torchrun() -> list[str]:
@@ -44,20 +62,57 @@ def _num_nodes() -> int:
     return int(os.environ.get("SKYPILOT_NUM_NODES", "1"))
 
 
+def run_id() -> str:
+    """This attempt's id: $RMSWEB_RUN_ID, else a hash of the task id and the node IPs."""
+    explicit = os.environ.get("RMSWEB_RUN_ID")
+    if explicit:
+        return explicit
+    task = os.environ.get("SKYPILOT_TASK_ID", "")
+    ips = os.environ.get("SKYPILOT_NODE_IPS", "").split()
+    if not task or not ips:
+        raise UserError(
+            "cannot name this attempt: SKYPILOT_TASK_ID / SKYPILOT_NODE_IPS are not set. "
+            "Launch via sky/*.yaml, or set RMSWEB_RUN_ID (the same on every node)."
+        )
+    blob = task + "\n" + "\n".join(ips)  # IPs in rank order, the same string on every node
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def rendezvous_dir() -> Path:
+    root = os.environ.get("RMSWEB_RENDEZVOUS_ROOT")
+    if not root:
+        raise UserError(
+            "RMSWEB_RENDEZVOUS_ROOT is not set; multi-node stages run under sky/*.yaml, which "
+            "points it at the checkpoint bucket."
+        )
+    return Path(root) / run_id()
+
+
 def stage_inputs(argv: list[str]) -> list[str]:
     """The DIRs of `--in ROLE=DIR` arguments."""
     return [argv[i + 1].partition("=")[2] for i, a in enumerate(argv[:-1]) if a == "--in"]
 
 
-def post(rendezvous: Path, argv: list[str]) -> Path:
+def post(rendezvous: Path, argv: list[str], dvc_lock: str | None = None) -> dict:
     """Head node: announce a distributed stage to the workers (atomic write)."""
     rendezvous.mkdir(parents=True, exist_ok=True)
     seq = len(list(rendezvous.glob("stage-*.json")))
-    path = rendezvous / f"stage-{seq:04d}.json"
+    job = {
+        "argv": argv,
+        "pull": stage_inputs(argv),
+        "dvc_lock": dvc_lock,
+        "master_port": MASTER_PORT_BASE + seq % 1000,
+        "env": {k: os.environ[k] for k in SHARED_ENV if k in os.environ},
+    }
     tmp = rendezvous / f".stage-{seq:04d}.tmp"
-    tmp.write_text(json.dumps({"argv": argv, "pull": stage_inputs(argv)}))
-    tmp.replace(path)
-    return path
+    tmp.write_text(json.dumps(job))
+    tmp.replace(rendezvous / f"stage-{seq:04d}.json")
+    return job
+
+
+def _read_lock() -> str | None:
+    lock = Path("dvc.lock")
+    return lock.read_text(encoding="utf-8") if lock.is_file() else None
 
 
 def relaunch_under_torchrun(argv: list[str]) -> int | None:
@@ -69,24 +124,40 @@ def relaunch_under_torchrun(argv: list[str]) -> int | None:
     args = os.environ.get("RMSWEB_TORCHRUN")
     if not args or "LOCAL_RANK" in os.environ:
         return None
-    rendezvous = os.environ.get("RMSWEB_RENDEZVOUS")
+    torchrun_args = shlex.split(args)
     if _num_nodes() > 1 and _node_rank() == 0:
-        if not rendezvous:
-            raise UserError("multi-node run without RMSWEB_RENDEZVOUS; launch via sky/*.yaml.")
-        inputs = stage_inputs(argv)
-        if inputs:
-            subprocess.run([*_dvc(), "push", *inputs], check=True)
-        post(Path(rendezvous), argv)
-    cmd = [*_torchrun(), *shlex.split(args), "-m", "rmsweb", *argv]
+        # No `dvc push` here: the sky task pushed every upstream stage when it finished,
+        # and a push without a remote would fail the stage for nothing.
+        job = post(rendezvous_dir(), argv, _read_lock())
+        torchrun_args.append(f"--master_port={job['master_port']}")
+    cmd = [*_torchrun(), *torchrun_args, "-m", "rmsweb", *argv]
     return subprocess.run(cmd, check=False).returncode
+
+
+def _pull(job: dict) -> None:
+    """Worker: the stage's inputs at the head's versions (its dvc.lock), from the remote."""
+    if job.get("dvc_lock") is not None:
+        Path("dvc.lock").write_text(job["dvc_lock"], encoding="utf-8")
+    if not job["pull"]:
+        return
+    proc = subprocess.run([*_dvc(), "pull", *job["pull"]], check=False)
+    if proc.returncode:
+        raise UserError(
+            f"worker: `dvc pull {' '.join(job['pull'])}` failed ({proc.returncode}); the head "
+            "pushes each stage when it ends, so check the DVC remote (compute.dvc_remote)."
+        )
+
+
+def _read_job(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # still being copied into the bucket: read it on the next poll
 
 
 def worker_main(exp: str, finish: bool = False, timeout_s: float | None = None) -> None:
     """Non-head node: join each posted distributed stage until the head says done."""
-    rendezvous = os.environ.get("RMSWEB_RENDEZVOUS")
-    if not rendezvous:
-        raise UserError("RMSWEB_RENDEZVOUS is not set; `rmsweb worker` runs under sky/*.yaml.")
-    folder = Path(rendezvous)
+    folder = rendezvous_dir()
     if finish:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "done").write_text(exp)
@@ -104,11 +175,14 @@ def worker_main(exp: str, finish: bool = False, timeout_s: float | None = None) 
         done = (folder / "done").exists()
         posted = sorted(p for p in folder.glob("stage-*.json") if p.name not in joined)
         for path in posted:
-            job = json.loads(path.read_text())
-            if job["pull"]:
-                subprocess.run([*_dvc(), "pull", *job["pull"]], check=True)
-            cmd = [*_torchrun(), *shlex.split(os.environ["RMSWEB_TORCHRUN"]), "-m", "rmsweb"]
-            code = subprocess.run([*cmd, *job["argv"]], check=False).returncode
+            job = _read_job(path)
+            if job is None:
+                break
+            _pull(job)
+            cmd = [*_torchrun(), *shlex.split(os.environ["RMSWEB_TORCHRUN"])]
+            cmd += [f"--master_port={job['master_port']}", "-m", "rmsweb", *job["argv"]]
+            env = {**os.environ, **job.get("env", {})}
+            code = subprocess.run(cmd, env=env, check=False).returncode
             if code:
                 raise UserError(
                     f"distributed stage {job['argv'][:1]} failed on this node ({code})."
@@ -118,5 +192,5 @@ def worker_main(exp: str, finish: bool = False, timeout_s: float | None = None) 
             print(f"worker: joined {len(joined)} distributed stage(s) of {exp}.", file=sys.stderr)
             return
         if time.monotonic() > deadline:
-            raise UserError(f"worker: no word from the head node in {rendezvous}; giving up.")
+            raise UserError(f"worker: no word from the head node in {folder}; giving up.")
         time.sleep(POLL_S)

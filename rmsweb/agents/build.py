@@ -40,29 +40,33 @@ def checkpoint_policy(
     temperature: float = 0.0,
     seed: int = 0,
 ) -> Any:
-    """An `hf` (or `vllm`) policy over a trained checkpoint folder."""
-    from rmsweb.errors import UserError
-
+    """An `hf` or `vllm` policy (model.backend.kind) over a trained checkpoint folder."""
     backend = model_spec.backend
-    if backend.kind != "hf":
-        raise UserError(
-            f"model.backend.kind {backend.kind!r} needs the gpu extra (vLLM); on CPU use "
-            "`backend: {kind: hf}`."
+    dtype = "float32" if model_spec.kind == "tiny" else model_spec.dtype
+    options = {
+        "name": name,
+        "max_new_tokens": model_spec.prompt.max_new_tokens,
+        "temperature": temperature,
+        "seed": seed,
+    }
+    if backend.kind == "vllm":
+        from rmsweb.agents.vllm_policy import VLLMPolicy, load_vllm
+
+        engine = load_vllm(
+            model_dir,
+            dtype=dtype,
+            gpu_memory_utilization=backend.gpu_memory_utilization,
+            tensor_parallel_size=backend.tensor_parallel_size,
+            max_model_len=backend.max_model_len,
+            seed=seed,
         )
+        # vLLM batches continuously: hand it every request that is waiting.
+        return VLLMPolicy(engine, prompt_config(model_spec), batch_size=1024, **options)
     from rmsweb.agents.hf_policy import HFPolicy
     from rmsweb.models.load import load_model
 
-    dtype = "float32" if model_spec.kind == "tiny" else model_spec.dtype
     loaded = load_model(model_dir, dtype=dtype, device=backend.device)
-    return HFPolicy(
-        loaded,
-        prompt_config(model_spec),
-        name=name,
-        batch_size=backend.batch_size,
-        max_new_tokens=model_spec.prompt.max_new_tokens,
-        temperature=temperature,
-        seed=seed,
-    )
+    return HFPolicy(loaded, prompt_config(model_spec), batch_size=backend.batch_size, **options)
 
 
 def eval_policy(

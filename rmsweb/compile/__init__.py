@@ -87,9 +87,10 @@ def compile_project(root: Path) -> dict[str, str]:
         "dvc.yaml": render_dvc_yaml(project.stages),
         "params.yaml": render_params_yaml(project.specs),
     }
+    specs = {spec.name: spec for spec in project.specs}
     for spec in project.specs:
         source = project.sources[spec.name].resolve().relative_to(root.resolve()).as_posix()
-        out[f"sky/{spec.name}.yaml"] = render_sky_yaml(spec, project.stages, source)
+        out[f"sky/{spec.name}.yaml"] = render_sky_yaml(spec, project.stages, source, specs)
     return out
 
 

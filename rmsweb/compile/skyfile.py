@@ -1,12 +1,33 @@
-"""Render one SkyPilot task file per experiment: resources, secrets, mounts, one command."""
+"""Render one SkyPilot task file per experiment: resources, secrets, mounts, one script.
+
+What the task does on the node, and why:
+1. setup: uv installs Python 3.11 (SkyPilot's default images ship 3.10, rmsweb needs
+   >= 3.11), rmsweb with the `gpu` (vLLM) and `cloud` (DVC's s3/gs/azure) extras,
+   Chromium, and the spec's DVC remote.
+2. run: the experiment's stages one at a time, in pipeline order. Each is
+   `dvc repro --pull --single-item` (restored from the remote's run cache when an
+   earlier attempt or another machine already ran it) then `dvc push --run-cache`,
+   so a managed-job recovery on a fresh disk resumes after the last finished stage.
+   A stage in flight resumes from its own state in the checkpoint bucket (SFT/RL
+   checkpoints under a key of the stage's run; see rmsweb.compile.identity).
+3. An endpoint with `serve:` gets `vllm serve` started before the first stage that
+   calls it and stopped before the first stage that does not (the GPUs go back to
+   training), after a readiness wait; an exit trap stops whatever still runs.
+4. With num_nodes > 1 the head (rank 0) runs the stages; the others run
+   `rmsweb worker` and join the distributed ones (rmsweb.distributed).
+Bucket names carry ${RMSWEB_BUCKET_PREFIX}, which SkyPilot fills in from `--env`
+at launch, so two users never collide on a bucket name.
+"""
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import yaml
 
 from rmsweb.spec import ExperimentSpec
+from rmsweb.spec.serve import local_port
 from rmsweb.stages import STAGES
 
 from .graph import Stage
@@ -14,43 +35,69 @@ from .graph import Stage
 # Names only: values are given at launch time (`--secret NAME`) and never written down.
 SECRETS = ("HF_TOKEN", "OPENAI_API_KEY", "WANDB_API_KEY")
 WORKDIR = "~/sky_workdir"
-CHECKPOINT_MOUNT = "/checkpoints"
+BUCKET_MOUNT = "/rmsweb"  # the checkpoint bucket, on every node
+BUCKET_PREFIX = "RMSWEB_BUCKET_PREFIX"
+DEFAULT_BUCKET = "${RMSWEB_BUCKET_PREFIX}-rmsweb-ckpt"
+PYTHON = "3.11"  # pyproject's requires-python floor
 
 SETUP = """\
 set -euo pipefail
-python3 -m venv ~/rmsweb-venv
+# SkyPilot's default images ship Python 3.10 and rmsweb needs >= {python}: uv installs it.
+command -v uv >/dev/null || curl -LsSf https://astral.sh/uv/install.sh | sh
+export PATH="$HOME/.local/bin:$PATH"
+uv venv --allow-existing --python {python} ~/rmsweb-venv
 . ~/rmsweb-venv/bin/activate
-pip install -q --upgrade pip
-pip install -q -e '.[gpu]'
+uv pip install -e '.[{extras}]'
 python -m playwright install --with-deps chromium
-if [ -n "${{RMSWEB_DVC_REMOTE:-}}" ]; then dvc remote add --default --force cloud "$RMSWEB_DVC_REMOTE"; fi
-dvc pull --with-deps --allow-missing {target} || echo "dvc pull: nothing cached yet"
+dvc remote add --local --default --force cloud "{remote}"
 """
 
-RUN_SINGLE = """\
-set -euo pipefail
-. ~/rmsweb-venv/bin/activate
-{torchrun}dvc repro --pull {target}
-dvc push {target} --with-deps
+# Shell helpers of the run script. `stage` is the whole persistence story (see the
+# module docstring); `serve`/`unserve` bracket the stages that call a local endpoint.
+HELPERS = """\
+# stage NAME: one DVC stage; --pull restores it if an earlier attempt finished it,
+# the push saves its outputs and run record for the next attempt.
+stage() {
+  dvc repro --pull --single-item "$1"
+  dvc push --run-cache "$1"
+}
+declare -A SERVERS=()
+# serve PORT TIMEOUT_S MODEL ARGS...: start `vllm serve` on 127.0.0.1:PORT, wait until ready.
+serve() {
+  local port=$1 timeout=$2 waited=0
+  shift 2
+  vllm serve "$@" --host 127.0.0.1 --port "$port" >"$HOME/vllm-$port.log" 2>&1 &
+  SERVERS[$port]=$!
+  until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do
+    if ! kill -0 "${SERVERS[$port]}" 2>/dev/null; then
+      echo "vllm serve on port $port exited; its log ends:" >&2
+      tail -n 40 "$HOME/vllm-$port.log" >&2
+      return 1
+    fi
+    if [ "$waited" -ge "$timeout" ]; then
+      echo "vllm serve on port $port not ready after ${timeout}s; see ~/vllm-$port.log" >&2
+      return 1
+    fi
+    sleep 5
+    waited=$((waited + 5))
+  done
+}
+# unserve PORT: stop that server and wait until its GPU memory is free.
+unserve() {
+  kill "${SERVERS[$1]}" 2>/dev/null || true
+  wait "${SERVERS[$1]}" 2>/dev/null || true
+  unset "SERVERS[$1]"
+}
+unserve_all() {
+  for port in "${!SERVERS[@]}"; do unserve "$port"; done
+}
+trap unserve_all EXIT
 """
 
-# Multi-node: the head node runs the pipeline; when it reaches a distributed
-# stage (sft, rl) it pushes that stage's inputs and posts the stage's command to
-# the checkpoint bucket, where `rmsweb worker` on the other nodes picks it up and
-# joins the torchrun rendezvous with its own node rank.
-RUN_MULTI = """\
-set -euo pipefail
-. ~/rmsweb-venv/bin/activate
+MULTI_NODE = """\
+# Every node: torchrun's node arguments; distributed.py adds a master port per distributed stage.
 MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)
-export RMSWEB_TORCHRUN="--nnodes=$SKYPILOT_NUM_NODES --nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE --node_rank=$SKYPILOT_NODE_RANK --master_addr=$MASTER_ADDR --master_port=29500"
-export RMSWEB_RENDEZVOUS={mount}/{name}/rendezvous-$SKYPILOT_TASK_ID
-if [ "$SKYPILOT_NODE_RANK" = "0" ]; then
-  dvc repro --pull {target}
-  dvc push {target} --with-deps
-  rmsweb worker --exp {name} --finish
-else
-  rmsweb worker --exp {name}
-fi
+export RMSWEB_TORCHRUN="--nnodes=$SKYPILOT_NUM_NODES --nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE --node_rank=$SKYPILOT_NODE_RANK --master_addr=$MASTER_ADDR"
 """
 
 
@@ -74,23 +121,142 @@ def _resources(spec: ExperimentSpec) -> dict[str, Any]:
         if value is not None:
             res[key] = value
     res["disk_size"] = c.disk_size
+    if c.max_restarts_on_errors:
+        # Managed jobs only; preemptions are recovered regardless of this count.
+        res["job_recovery"] = {"max_restarts_on_errors": c.max_restarts_on_errors}
     if c.use_spot:
         # Spot first; SkyPilot falls back to on-demand when no spot capacity is found.
         res["any_of"] = [{"use_spot": True}, {"use_spot": False}]
     return res
 
 
-def render_sky_yaml(spec: ExperimentSpec, stages: list[Stage], source: str) -> str:
-    name = spec.name
-    report = next(s for s in stages if s.kind == "report" and s.owner == name)
-    target = report.name
+def pipeline_stages(report: Stage, stages: list[Stage]) -> list[Stage]:
+    """The report and everything upstream of it, in the compiler's pipeline order."""
+    needed: set[str] = set()
+
+    def visit(stage: Stage) -> None:
+        if stage.identity not in needed:
+            needed.add(stage.identity)
+            for up in stage.upstream.values():
+                visit(up)
+
+    visit(report)
+    return [s for s in stages if s.identity in needed]
+
+
+def stage_servers(stage: Stage, spec: ExperimentSpec) -> dict[int, list[str]]:
+    """Port -> `vllm serve` arguments (model first) of the local endpoints `stage` calls.
+
+    collect calls the teacher and (live suites) the judge; mine and eval roll out
+    and judge episodes; an eval of an openai policy also calls that policy.
+    """
+    endpoints = dict(spec.served_endpoints())
+    keys: list[str] = []
+    if stage.kind == "collect":
+        keys = ["collect.teacher", "suite.judge"]
+    elif stage.kind == "mine":
+        keys = ["suite.judge"]
+    elif stage.kind == "eval":
+        keys = ["suite.judge"]
+        keys += [
+            f"eval.policies.{i}"
+            for i, p in enumerate(spec.eval.policies)
+            if p.name == stage.variant
+        ]
+    servers: dict[int, list[str]] = {}
+    for key in keys:
+        endpoint = endpoints.get(key)
+        if endpoint is None:
+            continue
+        s = endpoint.serve
+        args = [
+            endpoint.model,
+            "--tensor-parallel-size",
+            str(s.tensor_parallel_size),
+            "--gpu-memory-utilization",
+            str(s.gpu_memory_utilization),
+        ]
+        if s.max_model_len is not None:
+            args += ["--max-model-len", str(s.max_model_len)]
+        servers[local_port(endpoint.base_url)] = [*args, *s.extra_args]
+    return servers
+
+
+def _timeouts(spec: ExperimentSpec) -> dict[int, int]:
+    return {
+        local_port(e.base_url): int(e.serve.ready_timeout_s) for _, e in spec.served_endpoints()
+    }
+
+
+def stage_lines(
+    stages: list[Stage], specs: dict[str, ExperimentSpec], spec: ExperimentSpec
+) -> list[str]:
+    """`serve`/`unserve`/`stage` lines: each server runs exactly around the stages using it."""
+    lines: list[str] = []
+    running: dict[int, list[str]] = {}
+    for stage in stages:
+        stage_spec = specs.get(stage.experiment, spec)
+        wanted = stage_servers(stage, stage_spec)
+        timeouts = _timeouts(stage_spec)
+        for port in sorted(running):
+            if running[port] != wanted.get(port):
+                lines.append(f"unserve {port}")
+                del running[port]
+        for port, args in sorted(wanted.items()):
+            if port not in running:
+                quoted = " ".join(shlex.quote(a) for a in args)
+                lines.append(f"serve {port} {timeouts[port]} {quoted}")
+                running[port] = args
+        lines.append(f"stage {stage.name}")
+    lines += [f"unserve {port}" for port in sorted(running)]
+    return lines
+
+
+def _remote(spec: ExperimentSpec, source: str) -> str:
+    if spec.compute.dvc_remote:
+        return spec.compute.dvc_remote  # bash fills in ${RMSWEB_BUCKET_PREFIX}
+    return (
+        "${RMSWEB_DVC_REMOTE:?no DVC remote: set compute.dvc_remote in "
+        f"{source} or launch with --env RMSWEB_DVC_REMOTE=s3://...}}"
+    )
+
+
+def render_run(spec: ExperimentSpec, stages: list[Stage], specs: dict[str, ExperimentSpec]) -> str:
     c = spec.compute
-    bucket = c.checkpoint_bucket or f"rmsweb-ckpt-{name}"
-    multi = c.num_nodes > 1
-    distributed = sorted({s.kind for s in report.upstream.values() if STAGES[s.kind].distributed})
-    torchrun = ""
-    if c.accelerators and ":" in c.accelerators and int(c.accelerators.split(":")[1]) > 1:
-        torchrun = 'export RMSWEB_TORCHRUN="--nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE"\n'
+    head = "\n".join(stage_lines(stages, specs, spec)) + "\n"
+    script = "set -euo pipefail\n. ~/rmsweb-venv/bin/activate\n"
+    if c.num_nodes == 1:
+        if c.accelerators and ":" in c.accelerators and int(c.accelerators.split(":")[1]) > 1:
+            script += 'export RMSWEB_TORCHRUN="--nproc_per_node=$SKYPILOT_NUM_GPUS_PER_NODE"\n'
+        return script + HELPERS + head
+    indented = "".join(f"  {line}\n" for line in (HELPERS + head).splitlines())
+    return (
+        script
+        + MULTI_NODE
+        + 'if [ "$SKYPILOT_NODE_RANK" = "0" ]; then\n'
+        + indented
+        + f"  rmsweb worker --exp {spec.name} --finish\n"
+        + "else\n"
+        + f"  rmsweb worker --exp {spec.name}\n"
+        + "fi\n"
+    )
+
+
+def render_sky_yaml(
+    spec: ExperimentSpec,
+    stages: list[Stage],
+    source: str,
+    specs: dict[str, ExperimentSpec] | None = None,
+) -> str:
+    """The task file of `spec`; `specs` (all experiments by name) give the servers of stages
+    another experiment owns (a report's `compare`)."""
+    name = spec.name
+    specs = specs or {name: spec}
+    report = next(s for s in stages if s.kind == "report" and s.owner == name)
+    run_stages = pipeline_stages(report, stages)
+    c = spec.compute
+    distributed = sorted({s.kind for s in run_stages if STAGES[s.kind].distributed})
+    extras = "gpu,cloud" if c.accelerators else "cloud"
     task: dict[str, Any] = {
         "name": f"rmsweb-{name}",
         "resources": _resources(spec),
@@ -98,33 +264,34 @@ def render_sky_yaml(spec: ExperimentSpec, stages: list[Stage], source: str) -> s
         "workdir": ".",
         "file_mounts": {
             f"{WORKDIR}/.git": ".git",  # DVC experiments and `dvc repro` need the git repo
-            CHECKPOINT_MOUNT: {"name": bucket, "mode": "MOUNT"},
+            BUCKET_MOUNT: {"name": c.checkpoint_bucket or DEFAULT_BUCKET, "mode": "MOUNT"},
         },
         "envs": {
+            BUCKET_PREFIX: None,  # required: `--env RMSWEB_BUCKET_PREFIX=<you>-<project>`
+            **({} if c.dvc_remote else {"RMSWEB_DVC_REMOTE": ""}),
             "RMSWEB_EXPERIMENT": name,
-            "RMSWEB_CHECKPOINT_DIR": f"{CHECKPOINT_MOUNT}/{name}",
-            "RMSWEB_DVC_REMOTE": c.dvc_remote or "",
+            "RMSWEB_CHECKPOINT_DIR": f"{BUCKET_MOUNT}/checkpoints",
+            "RMSWEB_RENDEZVOUS_ROOT": f"{BUCKET_MOUNT}/rendezvous",
             "DVC_NO_ANALYTICS": "1",
             "SKYPILOT_DISABLE_USAGE_COLLECTION": "1",
             "HF_HUB_ENABLE_HF_TRANSFER": "1",
             **c.envs,
         },
         "secrets": {key: None for key in SECRETS},
-        "setup": SETUP.format(target=target),
-        "run": (RUN_MULTI if multi else RUN_SINGLE).format(
-            target=target, name=name, mount=CHECKPOINT_MOUNT, torchrun=torchrun
-        ),
+        "setup": SETUP.format(python=PYTHON, extras=extras, remote=_remote(spec, source)),
+        "run": render_run(spec, run_stages, specs),
     }
     gpus = c.accelerators or "CPU only"
+    launch_args = f" --env {BUCKET_PREFIX}=<you>-<project>" + "".join(
+        f" --secret {s}" for s in SECRETS
+    )
     header = (
-        f"# Run:  sky launch -c rmsweb-{name} sky/{name}.yaml"
-        + "".join(f" --secret {s}" for s in SECRETS)
-        + "\n"
-        + f"# Recoverable (spot): sky jobs launch sky/{name}.yaml"
-        + "".join(f" --secret {s}" for s in SECRETS)
-        + "\n"
+        f"# Run (managed, recovers from preemption): sky jobs launch -n rmsweb-{name} "
+        f"sky/{name}.yaml{launch_args}\n"
+        f"# Interactive cluster: sky launch -c rmsweb-{name} sky/{name}.yaml{launch_args}\n"
         + f"# Generated by `rmsweb compile` from {source}: edit that and recompile.\n"
-        + f"# {c.num_nodes} node(s) x {gpus}; spot: {c.use_spot}; runs `dvc repro {target}`"
+        + f"# {c.num_nodes} node(s) x {gpus}; spot: {c.use_spot}; {len(run_stages)} stages"
+        + f" up to {report.name}"
         + (f" (distributed: {', '.join(distributed)})" if distributed else "")
         + ".\n"
     )

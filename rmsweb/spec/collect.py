@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from .common import SpecFieldError, SpecModel, default_kind
+from .serve import VLLMServer, local_port
 
 ErrorKind = Literal["distractor_click", "wrong_field", "wrong_option", "premature_stop"]
 DetourKind = Literal["irrelevant_click", "scroll", "back_and_forth"]
@@ -29,6 +30,20 @@ class OpenAIEndpoint(SpecModel):
     max_http_retries: int = Field(
         4, ge=0, le=20, description="Retries with backoff on 429/5xx and connection errors."
     )
+    serve: VLLMServer | None = Field(
+        None,
+        description="Start `vllm serve` for this endpoint on the node (SkyPilot task) around the "
+        "stages that call it; null: the endpoint is already running somewhere.",
+    )
+
+    @model_validator(mode="after")
+    def _served_locally(self) -> OpenAIEndpoint:
+        if self.serve is not None:
+            try:
+                local_port(self.base_url)
+            except ValueError as exc:
+                raise SpecFieldError("base_url", str(exc)) from None
+        return self
 
 
 class ExpertTeacher(SpecModel):

@@ -9,6 +9,20 @@ from pydantic import Field, field_validator, model_validator
 from .common import SpecFieldError, SpecModel
 
 _ACCELERATOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(:[0-9]+)?$")
+# The one variable bucket names and remote URLs may use: a per-user/project prefix given at
+# launch (`--env RMSWEB_BUCKET_PREFIX=alice-lab`), so two users never share a bucket name.
+BUCKET_PREFIX_VAR = "RMSWEB_BUCKET_PREFIX"
+_VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+_REMOTE = re.compile(r"^[a-z][a-z0-9+]*://[^/\s]+")
+
+
+def _only_prefix_variable(value: str) -> None:
+    for name in _VARIABLE.findall(value):
+        if name != BUCKET_PREFIX_VAR:
+            raise ValueError(
+                f"{value!r} uses ${name}; only ${{{BUCKET_PREFIX_VAR}}} is filled in at launch. "
+                f"Fix: write the value out or use ${{{BUCKET_PREFIX_VAR}}}."
+            )
 
 
 class ComputeSpec(SpecModel):
@@ -27,11 +41,22 @@ class ComputeSpec(SpecModel):
     image_id: str | None = Field(None, description="Machine image; null: the cloud default.")
     checkpoint_bucket: str | None = Field(
         None,
-        description="Bucket name mounted at /checkpoints for managed-job recovery "
-        "(null: rmsweb-ckpt-<experiment>).",
+        description="Bucket mounted on every node for checkpoints and multi-node rendezvous, "
+        "kept across managed-job recoveries; may use ${RMSWEB_BUCKET_PREFIX} (given at launch "
+        "with --env). Null: ${RMSWEB_BUCKET_PREFIX}-rmsweb-ckpt, one bucket per user/project.",
     )
     dvc_remote: str | None = Field(
-        None, description="DVC remote URL (s3://..., gs://...) used by dvc pull/push on the node."
+        None,
+        description="DVC remote URL (s3://..., gs://..., azure://...) that every stage's outputs "
+        "are pushed to on the node; may use ${RMSWEB_BUCKET_PREFIX}. Required for GPU, spot and "
+        "multi-node specs: without it a recovery or a finished run loses its results.",
+    )
+    max_restarts_on_errors: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="Managed jobs (`sky jobs launch`): restarts after a failure of the job itself "
+        "(preemptions are always recovered). Every stage resumes from what it pushed.",
     )
     envs: dict[str, str] = Field(
         default_factory=dict, description="Extra non-secret environment variables."
@@ -46,6 +71,31 @@ class ComputeSpec(SpecModel):
             )
         return v
 
+    @field_validator("checkpoint_bucket")
+    @classmethod
+    def _bucket(cls, v: str | None) -> str | None:
+        if v is not None:
+            _only_prefix_variable(v)
+        return v
+
+    @field_validator("dvc_remote")
+    @classmethod
+    def _remote(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        _only_prefix_variable(v)
+        if not _REMOTE.match(v):
+            raise ValueError(
+                f"{v!r} is not a remote URL; a node's local folder is lost with the node. "
+                "Fix: use a bucket URL such as s3://${RMSWEB_BUCKET_PREFIX}-rmsweb-dvc."
+            )
+        return v
+
+    @property
+    def needs_cloud(self) -> bool:
+        """GPUs, spot capacity or several nodes: this spec only runs on a cloud."""
+        return self.accelerators is not None or self.use_spot or self.num_nodes > 1
+
     @field_validator("envs")
     @classmethod
     def _no_secrets(cls, envs: dict[str, str]) -> dict[str, str]:
@@ -58,11 +108,28 @@ class ComputeSpec(SpecModel):
         return envs
 
     @model_validator(mode="after")
-    def _multi_node(self) -> ComputeSpec:
+    def _cloud(self) -> ComputeSpec:
         if self.num_nodes > 1 and self.accelerators is None:
             raise SpecFieldError(
                 "num_nodes",
                 f"num_nodes is {self.num_nodes} but accelerators is null; multi-node stages run "
                 "distributed GPU training. Fix: set accelerators (e.g. H100:8) or num_nodes: 1.",
+            )
+        if self.needs_cloud and self.dvc_remote is None:
+            asks = [
+                what
+                for what, on in (
+                    (f"accelerators {self.accelerators}", self.accelerators is not None),
+                    ("use_spot", self.use_spot),
+                    (f"num_nodes {self.num_nodes}", self.num_nodes > 1),
+                )
+                if on
+            ]
+            raise SpecFieldError(
+                "dvc_remote",
+                f"this spec runs on a cloud ({', '.join(asks)}) but dvc_remote is null; stage "
+                "outputs live on the node's disk, so a preemption loses every finished stage and "
+                "the final `dvc push` fails. Fix: set dvc_remote, e.g. "
+                "s3://${RMSWEB_BUCKET_PREFIX}-rmsweb-dvc (create the bucket once).",
             )
         return self

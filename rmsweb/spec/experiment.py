@@ -14,6 +14,7 @@ from .mine import MineSpec
 from .model import ModelSpec, TinyModel
 from .report import ReportSpec
 from .rl import RLSpec, SalvageDS
+from .serve import local_port
 from .sft import SFTSpec
 from .suite import MiniWoBSuite, SuiteSpec
 
@@ -91,6 +92,38 @@ class ExperimentSpec(SpecModel):
                 "the prompt asks for screenshots but suite.browser.screenshots is false, so none "
                 "are captured. Fix: set suite.browser.screenshots: true.",
             )
+        return self
+
+    def served_endpoints(self) -> list[tuple[str, Any]]:
+        """(dotted key, endpoint) of every endpoint whose `vllm serve` the task starts."""
+        found: list[tuple[str, Any]] = []
+        if self.collect.teacher.kind == "openai" and self.collect.teacher.serve:
+            found.append(("collect.teacher", self.collect.teacher))
+        judge = getattr(self.suite, "judge", None)
+        if judge is not None and judge.serve:
+            found.append(("suite.judge", judge))
+        for i, policy in enumerate(self.eval.policies):
+            if policy.kind == "openai" and policy.serve:
+                found.append((f"eval.policies.{i}", policy))
+        return found
+
+    @model_validator(mode="after")
+    def _servers_agree(self) -> ExperimentSpec:
+        # One port, one server: endpoints that share a port must ask for the same one.
+        first: dict[int, tuple[str, Any]] = {}
+        for key, endpoint in self.served_endpoints():
+            port = local_port(endpoint.base_url)
+            if port not in first:
+                first[port] = (key, endpoint)
+                continue
+            other_key, other = first[port]
+            if (endpoint.model, endpoint.serve) != (other.model, other.serve):
+                raise SpecFieldError(
+                    f"{key}.serve",
+                    f"{key} and {other_key} both serve on port {port} but ask for different "
+                    "servers (model or serve settings differ); one port runs one `vllm serve`. "
+                    "Fix: make them identical, or give one another port in its base_url.",
+                )
         return self
 
 

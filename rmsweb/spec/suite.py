@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .common import SeedRange, SpecFieldError, SpecModel
 from .miniwob_tasks import MINIWOB_TASKS
+from .serve import VLLMServer, local_port
 
 
 class BrowserSpec(SpecModel):
@@ -112,6 +113,20 @@ class JudgeSpec(SpecModel):
         15, ge=0, description="Screenshots shown to the judge (WebVoyager's script uses 15)."
     )
     timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
+    serve: VLLMServer | None = Field(
+        None,
+        description="Start `vllm serve` for the judge on the node (SkyPilot task) around the "
+        "stages that judge; null: the endpoint is already running somewhere.",
+    )
+
+    @model_validator(mode="after")
+    def _served_locally(self) -> JudgeSpec:
+        if self.serve is not None:
+            try:
+                local_port(self.base_url)
+            except ValueError as exc:
+                raise SpecFieldError("base_url", str(exc)) from None
+        return self
 
 
 class _LiveSuite(SpecModel):

@@ -127,16 +127,55 @@ def test_sky_files_shape(repo_root: Path) -> None:
     task = yaml.safe_load((repo_root / "sky" / "paper-8b.yaml").read_text())
     assert task["resources"]["accelerators"] == "H100:8"
     assert task["resources"]["any_of"] == [{"use_spot": True}, {"use_spot": False}]
+    assert task["resources"]["job_recovery"] == {"max_restarts_on_errors": 2}
     assert set(task["secrets"]) == {"HF_TOKEN", "OPENAI_API_KEY", "WANDB_API_KEY"}
     assert all(v is None for v in task["secrets"].values())  # names only
     assert task["file_mounts"]["~/sky_workdir/.git"] == ".git"
-    assert task["file_mounts"]["/checkpoints"]["mode"] == "MOUNT"
-    assert "pip install -q -e '.[gpu]'" in task["setup"] and "dvc pull" in task["setup"]
-    assert "dvc repro --pull report_paper-8b" in task["run"] and "dvc push" in task["run"]
+    # One bucket per user/project: the prefix is required at launch (--env).
+    bucket = task["file_mounts"]["/rmsweb"]
+    assert bucket == {"name": "${RMSWEB_BUCKET_PREFIX}-rmsweb-ckpt", "mode": "MOUNT"}
+    assert task["envs"]["RMSWEB_BUCKET_PREFIX"] is None
+    # Python >= 3.11 whatever the image ships; the spec's DVC remote on every node.
+    assert "uv venv --allow-existing --python 3.11" in task["setup"]
+    assert "uv pip install -e '.[gpu,cloud]'" in task["setup"]
+    assert 'cloud "s3://${RMSWEB_BUCKET_PREFIX}-rmsweb-dvc"' in task["setup"]
+    # Stage by stage, each pulled (restored) before and pushed after; vLLM only around
+    # the stages that call the teacher/judge, so SFT and RL get the GPUs back.
+    run = task["run"].splitlines()
+    body = [ln for ln in run if ln.startswith(("stage ", "serve ", "unserve "))]
+    assert [ln.split()[0] + " " + ln.split()[1] for ln in body] == [
+        "serve 8001",
+        "stage collect_paper-8b",
+        "unserve 8001",
+        "stage sft-s0_paper-8b",
+        "serve 8001",
+        "stage mine-s0_paper-8b",
+        "unserve 8001",
+        "stage rl-s0_paper-8b",
+        "serve 8001",
+        "stage eval-rl-s0_paper-8b",
+        "stage eval-sft-s0_paper-8b",
+        "unserve 8001",
+        "stage report_paper-8b",
+    ]
+    assert '  dvc repro --pull --single-item "$1"' in run
+    assert '  dvc push --run-cache "$1"' in run
+    assert "serve 8001 1800 Qwen/Qwen3-VL-32B-Instruct --tensor-parallel-size 8" in task["run"]
     multi = yaml.safe_load((repo_root / "sky" / "paper-32b.yaml").read_text())
     assert multi["num_nodes"] == 2
     assert "SKYPILOT_NODE_RANK" in multi["run"] and "SKYPILOT_NODE_IPS" in multi["run"]
     assert "rmsweb worker --exp paper-32b" in multi["run"]
+    assert multi["envs"]["RMSWEB_RENDEZVOUS_ROOT"] == "/rmsweb/rendezvous"
+    assert "SKYPILOT_TASK_ID" not in multi["run"]  # the run id is per attempt (distributed.py)
+    cpu = yaml.safe_load((repo_root / "sky" / "smoke.yaml").read_text())
+    assert "RMSWEB_DVC_REMOTE:?no DVC remote" in cpu["setup"]  # refuses to start without one
+
+
+def _sky(sky_python: str, code: str, *args: str, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HOME": str(home), "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}
+    return subprocess.run(
+        [sky_python, "-c", code, *args], capture_output=True, text=True, env=env, check=False
+    )
 
 
 def test_sky_files_pass_skypilots_parser(repo_root: Path) -> None:
@@ -144,19 +183,26 @@ def test_sky_files_pass_skypilots_parser(repo_root: Path) -> None:
     if not sky_python or not Path(sky_python).exists():
         pytest.skip("SkyPilot venv not built (make test builds .venv-sky)")
     files = sorted(str(p) for p in (repo_root / "sky").glob("*.yaml"))
+    # What `sky launch --env RMSWEB_BUCKET_PREFIX=...` does: from_yaml with an env override.
     code = (
         "import sys, sky\n"
+        "from sky.utils import yaml_utils\n"
         "for f in sys.argv[1:]:\n"
-        "    t = sky.Task.from_yaml(f)\n"
-        "    print(f, t.num_nodes)\n"
+        "    config = yaml_utils.read_yaml(f)\n"
+        "    t = sky.Task.from_yaml_config(config, env_overrides=[('RMSWEB_BUCKET_PREFIX', 'ci')])\n"
+        "    print(f, t.num_nodes, *(s.name for s in t.storage_mounts.values()))\n"
     )
     home = repo_root / ".venv-sky" / "home"  # `import sky` writes ~/.sky; keep it local
-    env = {**os.environ, "HOME": str(home), "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}
-    proc = subprocess.run(
-        [sky_python, "-c", code, *files], capture_output=True, text=True, env=env, check=False
-    )
+    proc = _sky(sky_python, code, *files, home=home)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(proc.stdout.splitlines()) == len(files)
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(files)
+    assert all(line.endswith(" ci-rmsweb-ckpt") for line in lines)  # the prefix reached the bucket
+    # Without the prefix SkyPilot refuses the file and names the variable.
+    plain = _sky(
+        sky_python, "import sys, sky; sky.Task.from_yaml(sys.argv[1])", files[0], home=home
+    )
+    assert plain.returncode != 0 and "RMSWEB_BUCKET_PREFIX" in plain.stderr
 
 
 def test_skypilot_parser_rejects_a_broken_file(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from rmsweb.agents.build import prompt_config
+from rmsweb.compile.identity import stage_run_key
 from rmsweb.errors import UserError
 from rmsweb.stage_io import StageIO
 from rmsweb.train.sft.samples import build_samples, write_samples
@@ -91,7 +92,14 @@ def main(io: StageIO) -> None:
             "target_modules": list(m.lora.targets),
         }
     ckpt_root = os.environ.get("RMSWEB_CHECKPOINT_DIR")
-    work_dir = Path(ckpt_root) / "sft" / io.exp if ckpt_root else io.out / "checkpoints"
+    # On clouds the checkpoints live in the bucket under the stage's run key (config, code
+    # and inputs), so a changed config never resumes another model's checkpoints.
+    work_dir = io.out / "checkpoints"
+    if ckpt_root:
+        key = os.environ.get("RMSWEB_RUN_KEY") or stage_run_key(
+            io.spec, "sft", inputs=io.inputs, seed=io.seed
+        )
+        work_dir = Path(ckpt_root) / "sft" / key
     start = time.time()
     model, history = train_sft(loaded.model, loaded.tokenizer, samples, hyper, work_dir, lora)
     wall = time.time() - start
