@@ -298,13 +298,32 @@ def load_plain(text: str) -> tuple[Any, dict[KeyPath, tuple[int, int]]]:
             return None
         return loader.construct_object(node, deep=True)
 
+    merged_counts: dict[int, int] = {}  # id(mapping node) -> pairs that came from `<<:`
+
+    def flattened_pairs(node: yaml.MappingNode, path: KeyPath) -> tuple[list[Any], int]:
+        """The node's pairs with `<<:` merges resolved (merged pairs first, as PyYAML puts
+        them), and how many are merged. Cached: an aliased node is walked more than once,
+        and after flattening its merged pairs no longer look merged."""
+        if id(node) not in merged_counts:
+            for key_node, value_node in node.value:
+                if key_node.tag == TAG + "merge":
+                    sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else []
+                    for source in [value_node, *sources]:
+                        if isinstance(source, yaml.Node):
+                            refused(source, path, {TAG + "map", TAG + "seq"})
+            explicit = sum(1 for key_node, _ in node.value if key_node.tag != TAG + "merge")
+            loader.flatten_mapping(node)
+            merged_counts[id(node)] = len(node.value) - explicit
+        return node.value, merged_counts[id(node)]
+
     def walk(node: yaml.Node, path: KeyPath) -> Any:
         if isinstance(node, yaml.MappingNode):
             if refused(node, path, {TAG + "map"}):
                 return None
-            loader.flatten_mapping(node)  # resolves `<<:` merge keys
+            pairs, n_merged = flattened_pairs(node, path)
             out: dict[str, Any] = {}
-            for key_node, value_node in node.value:
+            from_merge: set[str] = set()
+            for i, (key_node, value_node) in enumerate(pairs):
                 if isinstance(key_node, yaml.ScalarNode):
                     if refused(key_node, path, PLAIN_SCALAR_TAGS):
                         continue
@@ -323,7 +342,7 @@ def load_plain(text: str) -> tuple[Any, dict[KeyPath, tuple[int, int]]]:
                         )
                     )
                     continue
-                if key in out:
+                if key in out and key not in from_merge:
                     first = positions[(*path, key)]
                     problems.append(
                         Problem(
@@ -334,6 +353,12 @@ def load_plain(text: str) -> tuple[Any, dict[KeyPath, tuple[int, int]]]:
                         )
                     )
                     continue
+                if key in out:  # a merged value, overridden by a later pair (YAML merge rule)
+                    for stale in [p for p in positions if p[: len(path) + 1] == (*path, key)]:
+                        del positions[stale]
+                    from_merge.discard(key)
+                if i < n_merged:
+                    from_merge.add(key)
                 positions[(*path, key)] = _mark(key_node)
                 out[key] = walk(value_node, (*path, key))
             return out
