@@ -6,6 +6,10 @@ since a discriminated section's fields belong to its kind), the spec file,
 then `-o key.path=value` overrides. Every key remembers the file, line and
 column it came from, so errors point at the line that set the value, also
 when it was inherited from a parent spec.
+
+Files and override values are read by safe_yaml (bounded size, depth and alias
+expansion, plain tags, YAML 1.2 scalars); validation is strict (no true -> 1, no
+"10" -> 10), and secret-looking values are refused (secret_scan).
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from pydantic import BaseModel, ValidationError
 
 from .common import SpecFieldError
 from .experiment import ExperimentSpec
-from .safe_yaml import MAX_CHARS, YAMLProblems, load_plain
+from .safe_yaml import MAX_CHARS, MAX_DEPTH, YAMLProblems, load_plain
 from .secret_scan import find_secrets, secret_message
 
 KeyPath = tuple[str | int, ...]
+# Real chains are 1-3 files; each level is a recursive call.
+MAX_EXTENDS = 16
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,16 @@ def load_located(path: Path, _chain: tuple[Path, ...] = ()) -> Located:
     if parent in chain:
         cycle = " -> ".join(display_path(p) for p in (*chain, parent))
         raise SpecErrors([SpecError(pos, "extends", f"extends cycle: {cycle}. Break the loop.")])
+    if len(chain) >= MAX_EXTENDS:
+        raise SpecErrors(
+            [
+                SpecError(
+                    pos,
+                    "extends",
+                    f"the extends chain is longer than {MAX_EXTENDS} files; flatten it.",
+                )
+            ]
+        )
     if not parent.is_file():
         raise SpecErrors(
             [
@@ -222,6 +238,11 @@ def apply_overrides(located: Located, overrides: Sequence[str]) -> Located:
                     key,
                     "an override must look like key.path=value (e.g. rl.anchor_weight=0.5).",
                 )
+            )
+            continue
+        if key.count(".") >= MAX_DEPTH:
+            errors.append(
+                SpecError(Pos(where, 1, 1), key[:80], f"key path deeper than {MAX_DEPTH} levels.")
             )
             continue
         try:
@@ -495,8 +516,8 @@ def load_from_params(params_file: str | Path, name: str) -> ExperimentSpec:
     """A stage's view: the resolved spec of experiment `name` from params.yaml.
 
     params.yaml is what `dvc exp run -S` edits, so stages read it rather than the
-    experiment files. PyYAML reads some floats DVC writes (3e-06) as strings;
-    pydantic's lax mode converts them back.
+    experiment files. DVC writes floats like 3e-06, which YAML 1.1 reads as text;
+    the reader here follows YAML 1.2, where they are floats (see safe_yaml).
     """
     path = Path(params_file)
     located = load_located(path)

@@ -229,3 +229,14 @@ def test_overrides_are_read_like_spec_files(tmp_path: Path) -> None:
     assert "<override 1: seed=" in str(exc.value) and "is not allowed" in str(exc.value)
     with pytest.raises(SpecErrors, match="expected a list"):
         load_experiment(spec_file, ["eval.policies.²=x"])  # "²".isdigit(), int("²") fails
+    with pytest.raises(SpecErrors, match="deeper than 32"):
+        load_experiment(spec_file, [".".join(["a"] * 5000) + "=1"])
+
+
+def test_a_long_extends_chain_is_an_error_not_a_recursion_error(tmp_path: Path) -> None:
+    write(tmp_path, "s0.yaml", "name: s0\n")
+    for i in range(1, 40):
+        write(tmp_path, f"s{i}.yaml", f"extends: s{i - 1}.yaml\nname: s{i}\n")
+    assert load_experiment(tmp_path / "s10.yaml").name == "s10"
+    with pytest.raises(SpecErrors, match="extends chain is longer than 16"):
+        load_experiment(tmp_path / "s39.yaml")
