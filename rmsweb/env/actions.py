@@ -156,11 +156,17 @@ class ParseError:
 
 
 _NAMES = "|".join(sorted(SIGNATURES, key=len, reverse=True))
-_CALL = re.compile(rf"(?<![\w.])({_NAMES})\s*\(", re.IGNORECASE)
+# re.ASCII: with Unicode case folding "ſcroll" and "clİck" matched too, and their
+# lower() is no action name.
+_CALL = re.compile(rf"(?<![\w.])({_NAMES})\s*\(", re.IGNORECASE | re.ASCII)
 _ANY_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*\(")
 _ACTION_MARK = re.compile(r"\baction\s*:", re.IGNORECASE)
 _KEYWORD = re.compile(r"[A-Za-z_]\w*\s*=(?!=)\s*")
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+# Element ids are ASCII digits ("²" and "١" pass str.isdigit(); int() refuses the first),
+# short enough to be an id (int() also refuses > 4,300 digits).
+_ELEMENT_ID = re.compile(r"[0-9]{1,18}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # Quotes a model may use; each opener maps to its closer.
 _QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’", "`": "`"}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/", "\\": "\\"}
@@ -174,6 +180,10 @@ def split_thought(text: str) -> tuple[str | None, str]:
     return (thought or None), (text[m.end() :] if m else text)
 
 
+class ActionInputError(TypeError):
+    """parse_action was given something other than text (a policy bug, not a model error)."""
+
+
 def parse_action(text: str) -> Action | ParseError:
     """Parse a model output into an Action, tolerating the usual noise.
 
@@ -181,7 +191,17 @@ def parse_action(text: str) -> Action | ParseError:
     last "Action:" is used), code fences and backticks, any whitespace, single, double or
     typographic quotes, backslash escapes, `name=` keywords, `[12]` or `"12"` as element
     ids, any letter case in the action name, and trailing text after the call.
+
+    Never raises for a `str` (any content, any length: time is linear in it); raises
+    ActionInputError for anything else.
     """
+    if not isinstance(text, str):
+        raise ActionInputError(
+            f"parse_action expects the model's output text (str), got {type(text).__name__}"
+        )
+    if _SURROGATE.search(text):
+        # Not valid Unicode: such text cannot be stored (Parquet is UTF-8) or shown.
+        return ParseError("output is not valid Unicode text (it holds a lone surrogate)")
     marks = list(_ACTION_MARK.finditer(text))
     body = text[marks[-1].end() :] if marks else text
     m = _first_call(body)
@@ -191,7 +211,7 @@ def parse_action(text: str) -> Action | ParseError:
             name = other.group(1)
             close = difflib.get_close_matches(name.lower(), SIGNATURES, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            return ParseError(f"unknown action {name!r}{hint}")
+            return ParseError(f"unknown action {name[:40]!r}{hint}")
         return ParseError('no action found; expected e.g. click(3) or fill(3, "text")')
     name = m.group(1).lower()
     args = _parse_args(body, m.end())
@@ -274,9 +294,14 @@ def _read_quoted(s: str, i: int) -> tuple[str, int | ParseError]:
             if e in _ESCAPES:
                 out.append(_ESCAPES[e])
                 i += 2
-            elif e == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2 : i + 6]):
-                out.append(chr(int(s[i + 2 : i + 6], 16)))
-                i += 6
+            elif e == "u" and _HEX4.fullmatch(s[i + 2 : i + 6]):
+                code, width = _unicode_escape(s, i)
+                if code is None:  # a lone surrogate is no character: keep the escape
+                    out.append(c)
+                    i += 1
+                else:
+                    out.append(chr(code))
+                    i += width
             elif e in "\"'`”’":
                 out.append(e)
                 i += 2
@@ -291,6 +316,22 @@ def _read_quoted(s: str, i: int) -> tuple[str, int | ParseError]:
     return "", ParseError("unterminated string")
 
 
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+
+
+def _unicode_escape(s: str, i: int) -> tuple[int | None, int]:
+    """The code point of the \\uXXXX escape at s[i] (joining a JSON surrogate pair such as
+    \\ud83d\\ude00) and how many characters it spans; None for a lone surrogate."""
+    code = int(s[i + 2 : i + 6], 16)
+    if 0xD800 <= code < 0xDC00 and s[i + 6 : i + 8] == "\\u" and _HEX4.fullmatch(s[i + 8 : i + 12]):
+        low = int(s[i + 8 : i + 12], 16)
+        if 0xDC00 <= low < 0xE000:
+            return 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00), 12
+    if 0xD800 <= code < 0xE000:
+        return None, 0
+    return code, 6
+
+
 def _build(name: str, args: list[_Arg]) -> Action | ParseError:
     sig = SIGNATURES[name]
     if len(args) != len(sig):
@@ -302,14 +343,16 @@ def _build(name: str, args: list[_Arg]) -> Action | ParseError:
     for (_kind, value), want in zip(args, sig, strict=True):
         if want == "id":
             v = value.strip().lstrip("#")
-            if not v.isdigit():
-                return ParseError(f"{name}: element id must be a number, got {value!r}")
-            target = str(int(v))
+            if not _ELEMENT_ID.fullmatch(v):
+                if v.isascii() and v.isdigit():
+                    return ParseError(f"{name}: element id has {len(v)} digits; ids are short")
+                return ParseError(f"{name}: element id must be a number, got {value[:40]!r}")
+            target = v.lstrip("0") or "0"  # as str(int(v)), without int()'s limits
         elif want == "str":
             text = value
         else:
             if not _NUMBER.fullmatch(value.strip()):
-                return ParseError(f"{name}: coordinates must be numbers, got {value!r}")
+                return ParseError(f"{name}: coordinates must be numbers, got {value[:40]!r}")
             f = float(value)
             if not math.isfinite(f):
                 return ParseError(f"{name}: coordinates must be finite")

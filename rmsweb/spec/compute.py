@@ -7,6 +7,7 @@ import re
 from pydantic import Field, field_validator, model_validator
 
 from .common import SpecFieldError, SpecModel
+from .secret_scan import secret_like_name
 
 _ACCELERATOR = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(:[0-9]+)?$")
 # The one variable bucket names and remote URLs may use: a per-user/project prefix given at
@@ -100,10 +101,11 @@ class ComputeSpec(SpecModel):
     @classmethod
     def _no_secrets(cls, envs: dict[str, str]) -> dict[str, str]:
         for key in envs:
-            if any(s in key.upper() for s in ("TOKEN", "KEY", "SECRET", "PASSWORD")):
+            if secret_like_name(key):
                 raise ValueError(
-                    f"{key} looks like a secret; secrets must not be written into specs. "
-                    f"Pass it at launch time (`sky launch --secret {key}`)."
+                    f"{key} looks like a secret; secrets must not be written into specs "
+                    "(they are copied into params.yaml and sky/*.yaml). Fix: remove it and "
+                    f"pass it at launch time (`sky launch --secret {key}`, or `export {key}=...`)."
                 )
         return envs
 

@@ -11,6 +11,7 @@ from .common import Name, SpecFieldError, SpecModel, default_kind
 from .compute import ComputeSpec
 from .eval import EvalSpec
 from .mine import MineSpec
+from .miniwob_tasks import MINIWOB_EXPERT_TASKS
 from .model import ModelSpec, TinyModel
 from .report import ReportSpec
 from .rl import RLSpec, SalvageDS
@@ -86,6 +87,8 @@ class ExperimentSpec(SpecModel):
                     f"an expert policy exists only for offline suites, not {self.suite.kind}. "
                     "Fix: remove it or evaluate an openai policy.",
                 )
+        if isinstance(self.suite, MiniWoBSuite):
+            self._experts_exist(self.suite)
         if self.model.prompt.screenshot and not self.suite.browser.screenshots:
             raise SpecFieldError(
                 "model.prompt.screenshot",
@@ -125,6 +128,35 @@ class ExperimentSpec(SpecModel):
                     "Fix: make them identical, or give one another port in its base_url.",
                 )
         return self
+
+    def _experts_exist(self, suite: MiniWoBSuite) -> None:
+        """Every stage that runs the scripted expert needs one for every task."""
+        missing = [t for t in suite.tasks if t not in MINIWOB_EXPERT_TASKS]
+        if not missing:
+            return
+        users = []  # (key, what needs the expert, the alternative)
+        if self.collect.teacher.kind == "expert":
+            users.append(("collect.teacher.kind", "the expert teacher", "teacher kind openai"))
+        if self.mine.mode == "oracle":
+            users.append(("mine.mode", "oracle mining", "mine.mode reference"))
+        for i, policy in enumerate(self.eval.policies):
+            if policy.kind == "expert":
+                users.append(
+                    (f"eval.policies.{i}.kind", f"eval policy {policy.name!r}", "no expert policy")
+                )
+        if not users:
+            return
+        raise SpecFieldError(
+            users[0][0],
+            f"no scripted expert for task(s) {', '.join(missing)}, but "
+            f"{_and([u[1] for u in users])} need one for every task. Fix: drop these tasks "
+            f"(`rmsweb suite list miniwob` marks the {len(MINIWOB_EXPERT_TASKS)} with an "
+            f"expert), or use {_and([u[2] for u in users])}.",
+        )
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def stage_sections() -> tuple[str, ...]:

@@ -6,11 +6,16 @@ since a discriminated section's fields belong to its kind), the spec file,
 then `-o key.path=value` overrides. Every key remembers the file, line and
 column it came from, so errors point at the line that set the value, also
 when it was inherited from a parent spec.
+
+Files and override values are read by safe_yaml (bounded size, depth and alias
+expansion, plain tags, YAML 1.2 scalars); validation is strict (no true -> 1, no
+"10" -> 10), and secret-looking values are refused (secret_scan).
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,13 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from .common import SpecFieldError
 from .experiment import ExperimentSpec
+from .safe_yaml import MAX_CHARS, MAX_DEPTH, YAMLProblems, load_plain
+from .secret_scan import find_secrets, secret_message
 
 KeyPath = tuple[str | int, ...]
+# Real chains are 1-3 files; each level is a recursive call.
+MAX_EXTENDS = 16
 
 
 @dataclass(frozen=True)
@@ -79,84 +87,26 @@ def display_path(path: Path) -> str:
 # --------------------------------------------------------------------------- YAML
 
 
-def _mark(node: yaml.Node, file: str) -> Pos:
-    return Pos(file, node.start_mark.line + 1, node.start_mark.column + 1)
-
-
 def parse_yaml_located(text: str, file: str) -> Located:
-    """Parse one YAML document keeping positions; duplicate keys are errors."""
-    errors: list[SpecError] = []
+    """Parse one YAML document keeping positions (see safe_yaml: limits, tags, YAML 1.2)."""
     if not text.strip() or all(
         not ln.strip() or ln.lstrip().startswith("#") for ln in text.splitlines()
     ):
         raise SpecErrors(
             [SpecError(Pos(file, 1, 1), "", "the file is empty; a spec needs at least `name:`.")]
         )
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = " ".join(filter(None, [exc.context, exc.problem]))
-        ctx = exc.context_mark
-        if ctx is not None and mark is not None and ctx.line != mark.line:
-            problem += f" (the construct starts at line {ctx.line + 1})"
+        data, marks = load_plain(text)
+    except YAMLProblems as exc:
         raise SpecErrors(
-            [SpecError(Pos(file, line, col), "", f"YAML syntax error: {problem}.")]
+            [SpecError(Pos(file, p.line, p.col), dotted(p.path), p.message) for p in exc.problems]
         ) from None
-    except yaml.YAMLError as exc:
-        raise SpecErrors([SpecError(Pos(file, 1, 1), "", f"YAML error: {exc}")]) from None
-    positions: dict[KeyPath, Pos] = {}
-
-    def walk(n: yaml.Node, path: KeyPath) -> Any:
-        if isinstance(n, yaml.MappingNode):
-            loader.flatten_mapping(n)  # resolves `<<:` merge keys
-            out: dict[str, Any] = {}
-            for key_node, value_node in n.value:
-                key = loader.construct_object(key_node, deep=True)
-                if not isinstance(key, str):
-                    errors.append(
-                        SpecError(
-                            _mark(key_node, file), dotted(path), f"key {key!r} is not a string."
-                        )
-                    )
-                    continue
-                if key in out:
-                    first = positions[(*path, key)]
-                    errors.append(
-                        SpecError(
-                            _mark(key_node, file),
-                            dotted((*path, key)),
-                            f"duplicate key (first set at line {first.line}); YAML keeps only "
-                            "one of them. Remove one.",
-                        )
-                    )
-                    continue
-                positions[(*path, key)] = _mark(key_node, file)
-                out[key] = walk(value_node, (*path, key))
-            return out
-        if isinstance(n, yaml.SequenceNode):
-            items = []
-            for i, item in enumerate(n.value):
-                positions[(*path, i)] = _mark(item, file)
-                items.append(walk(item, (*path, i)))
-            return items
-        return loader.construct_object(n, deep=True)
-
-    try:
-        data = walk(node, ()) if node is not None else None
-    except yaml.YAMLError as exc:
-        raise SpecErrors([SpecError(Pos(file, 1, 1), "", f"YAML error: {exc}")]) from None
-    finally:
-        loader.dispose()
-    if errors:
-        raise SpecErrors(errors)
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "nothing"
         raise SpecErrors(
             [SpecError(Pos(file, 1, 1), "", f"a spec must be a mapping of keys, not {kind}.")]
         )
+    positions = {path: Pos(file, line, col) for path, (line, col) in marks.items()}
     return Located(data, positions, file)
 
 
@@ -198,11 +148,30 @@ def load_located(path: Path, _chain: tuple[Path, ...] = ()) -> Located:
     """Read a spec file and its `extends:` chain into one Located (no validation)."""
     shown = display_path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            # Read a bounded amount, also from /dev/zero or a FIFO: MAX_CHARS characters
+            # take at most 4 bytes each in UTF-8.
+            raw = f.read(4 * MAX_CHARS + 1)
     except FileNotFoundError:
         raise SpecErrors([SpecError(Pos(shown, 1, 1), "", "file not found.")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise SpecErrors([SpecError(Pos(shown, 1, 1), "", f"cannot read: {exc}")]) from None
+    if len(raw) > 4 * MAX_CHARS:
+        raise SpecErrors(
+            [SpecError(Pos(shown, 1, 1), "", f"the file is larger than {4 * MAX_CHARS:,} bytes.")]
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise SpecErrors(
+            [
+                SpecError(
+                    Pos(shown, line, col), "", f"not UTF-8 text ({exc.reason}); save it as UTF-8."
+                )
+            ]
+        ) from None
     here = parse_yaml_located(text, shown)
     parent_ref = here.data.pop("extends", None)
     if parent_ref is None:
@@ -217,6 +186,16 @@ def load_located(path: Path, _chain: tuple[Path, ...] = ()) -> Located:
     if parent in chain:
         cycle = " -> ".join(display_path(p) for p in (*chain, parent))
         raise SpecErrors([SpecError(pos, "extends", f"extends cycle: {cycle}. Break the loop.")])
+    if len(chain) >= MAX_EXTENDS:
+        raise SpecErrors(
+            [
+                SpecError(
+                    pos,
+                    "extends",
+                    f"the extends chain is longer than {MAX_EXTENDS} files; flatten it.",
+                )
+            ]
+        )
     if not parent.is_file():
         raise SpecErrors(
             [
@@ -241,7 +220,8 @@ NO_LIST_ITEM = (
 
 
 def _parse_key(key: str) -> KeyPath:
-    return tuple(int(p) if p.isdigit() else p for p in key.split("."))
+    # ASCII digits only: str.isdigit() is also true for "²", which int() refuses.
+    return tuple(int(p) if re.fullmatch(r"[0-9]{1,9}", p) else p for p in key.split("."))
 
 
 def apply_overrides(located: Located, overrides: Sequence[str]) -> Located:
@@ -260,10 +240,19 @@ def apply_overrides(located: Located, overrides: Sequence[str]) -> Located:
                 )
             )
             continue
+        if key.count(".") >= MAX_DEPTH:
+            errors.append(
+                SpecError(Pos(where, 1, 1), key[:80], f"key path deeper than {MAX_DEPTH} levels.")
+            )
+            continue
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as exc:
-            errors.append(SpecError(Pos(where, 1, len(key) + 2), key, f"bad value: {exc}"))
+            value = load_plain(raw)[0] if raw.strip() else ""
+        except YAMLProblems as exc:
+            offset = item.index("=") + 1  # columns of the value within the override
+            errors += [
+                SpecError(Pos(where, 1, offset + p.col), key, f"bad value: {p.message}")
+                for p in exc.problems
+            ]
             continue
         path = _parse_key(key)
         nested: Any = value
@@ -370,8 +359,12 @@ def _data_path(loc: Sequence[str | int], data: Any) -> KeyPath:
         ):
             out.append(part)
             node = node[part]
-        elif isinstance(node, dict) and node.get("kind") == part:
-            continue  # discriminator tag inserted by pydantic
+        elif (
+            isinstance(node, dict)
+            and node.get("kind", part) == part
+            and ("kind" in node or part in _kinds_at(tuple(out), data))
+        ):
+            continue  # discriminator tag inserted by pydantic (also for a defaulted kind)
         elif isinstance(part, str) and ("[" in part or part.startswith("function-")):
             continue  # validator wrappers such as function-after[...]
         else:
@@ -405,7 +398,80 @@ def _message(err: Mapping[str, Any], path: KeyPath, data: Any) -> str:
         kinds = _kinds_at(path[:-1], data)
         got = "missing `kind:`" if kind == "union_tag_not_found" else "unknown kind"
         msg = f"{got}; choose one of: {', '.join(kinds)}."
+    if kind in _EXPECTED:
+        want = _EXPECTED[kind]
+        msg = (
+            f"expected {want}, got {_describe(err['input'])}. Fix: {_type_fix(want, err['input'])}"
+        )
     return msg
+
+
+# Type errors of strict validation: what the field wants, in words.
+_EXPECTED = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "text",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+}
+# Words YAML 1.1 (PyYAML, older tools) reads as booleans; rmsweb reads them as text.
+_YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n"}
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the text {value[:40]!r}"
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "a mapping"
+    return type(value).__name__
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _type_fix(want: str, value: Any) -> str:
+    """How to fix a value of the wrong type, for the surprises YAML's coercions cause."""
+    if want in ("an integer", "a number"):
+        if isinstance(value, bool):
+            return "write a number; true/false are booleans, not 1/0."
+        if isinstance(value, str) and value.strip().lower() in _YAML11_BOOLS:
+            return (
+                f"write a number. ({value!r} is text here: only true/false are booleans, "
+                "though YAML 1.1 tools read yes/no/on/off as booleans too.)"
+            )
+        if isinstance(value, str) and _is_number(value):
+            return "remove the quotes."
+        if isinstance(value, float) and want == "an integer":
+            return "write a whole number, without a decimal point."
+        return f"write {want}."
+    if want == "true or false":
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return "remove the quotes."
+        if isinstance(value, str) and value.strip().lower() in _YAML11_BOOLS:
+            return "write true or false (yes/no/on/off are text in rmsweb's YAML 1.2)."
+        return "write true or false."
+    if want == "text" and isinstance(value, (bool, int, float)):
+        return "quote the value (YAML reads it unquoted as a number or boolean)."
+    if want == "a list":
+        return "write a list, e.g. [a, b] (a single item is [a])."
+    return f"write {want}."
 
 
 def validation_errors(exc: ValidationError, located: Located) -> list[SpecError]:
@@ -424,10 +490,20 @@ def validation_errors(exc: ValidationError, located: Located) -> list[SpecError]
 
 
 def validate_located(located: Located) -> ExperimentSpec:
+    """Validate strictly, and refuse secret-looking values; every error at once."""
+    secrets = [
+        SpecError(_position(f.path, located), dotted(f.path), secret_message(f))
+        for f in find_secrets(located.data)
+    ]
     try:
-        return ExperimentSpec.model_validate(located.data)
+        # Strict: no bool -> int, no "10" -> 10, no 1 -> "1"; the YAML reader already
+        # gives YAML 1.2 numbers (3e-06 is a float), so nothing needs lax coercion.
+        spec = ExperimentSpec.model_validate(located.data, strict=True)
     except ValidationError as exc:
-        raise SpecErrors(validation_errors(exc, located)) from None
+        raise SpecErrors(validation_errors(exc, located) + secrets) from None
+    if secrets:
+        raise SpecErrors(secrets)
+    return spec
 
 
 def load_experiment(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec:
@@ -440,8 +516,8 @@ def load_from_params(params_file: str | Path, name: str) -> ExperimentSpec:
     """A stage's view: the resolved spec of experiment `name` from params.yaml.
 
     params.yaml is what `dvc exp run -S` edits, so stages read it rather than the
-    experiment files. PyYAML reads some floats DVC writes (3e-06) as strings;
-    pydantic's lax mode converts them back.
+    experiment files. DVC writes floats like 3e-06, which YAML 1.1 reads as text;
+    the reader here follows YAML 1.2, where they are floats (see safe_yaml).
     """
     path = Path(params_file)
     located = load_located(path)

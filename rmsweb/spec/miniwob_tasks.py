@@ -1,6 +1,8 @@
-"""The 130 MiniWoB++ task names shipped by the `miniwob` package (v1.1).
+"""The 130 MiniWoB++ task names shipped by the `miniwob` package (v1.1), and those of
+them that have a scripted expert in rmsweb.suites.miniwob_experts.
 
-Kept as data so validating a spec never imports the package.
+Kept as data so validating a spec never imports either (the spec package sits below
+suites); a test checks MINIWOB_EXPERT_TASKS against the experts' registry.
 """
 
 MINIWOB_TASKS: tuple[str, ...] = (
@@ -134,4 +136,32 @@ MINIWOB_TASKS: tuple[str, ...] = (
     "use-slider-2",
     "use-spinner",
     "visual-addition",
+)
+
+# Tasks with a scripted expert (rmsweb.suites.miniwob_experts.EXPERTS): the expert
+# teacher, oracle mining and the expert eval policy work on these only.
+MINIWOB_EXPERT_TASKS: tuple[str, ...] = (
+    "choose-list",
+    "click-button",
+    "click-button-sequence",
+    "click-checkboxes",
+    "click-dialog",
+    "click-dialog-2",
+    "click-link",
+    "click-option",
+    "click-tab",
+    "click-tab-2",
+    "email-inbox-forward-nl",
+    "enter-date",
+    "enter-password",
+    "enter-text",
+    "enter-text-2",
+    "focus-text",
+    "focus-text-2",
+    "login-user",
+    "login-user-popup",
+    "navigate-tree",
+    "search-engine",
+    "social-media",
+    "use-autocomplete",
 )

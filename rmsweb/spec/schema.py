@@ -9,6 +9,7 @@ from typing import Any
 from .experiment import ExperimentSpec
 
 SCHEMA_ID = "https://rmsweb.dev/schemas/experiment.schema.json"
+SCHEMA_FILE = "experiment.schema.json"
 
 
 def experiment_schema() -> dict[str, Any]:
@@ -34,6 +35,6 @@ def render_schema() -> str:
 
 def write_schema(out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "experiment.schema.json"
+    path = out_dir / SCHEMA_FILE
     path.write_text(render_schema(), encoding="utf-8")
     return path

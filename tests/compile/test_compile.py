@@ -272,3 +272,30 @@ def test_training_seeds_give_one_stage_each_and_share_the_rest(tmp_path: Path) -
     assert {"eval-sft-s0", "eval-sft-s1", "eval-sft-s2", "sft-s2", "eval-expert"} <= set(
         report.upstream
     )
+
+
+def test_check_covers_the_json_schema(project: Path) -> None:
+    runner = CliRunner()
+    schema = project / "schemas" / "experiment.schema.json"
+    schema.write_text(schema.read_text().replace('"title"', '"titel"', 1))
+    stale = runner.invoke(app, ["compile", "--check", "--root", str(project)])
+    assert stale.exit_code == 1
+    assert "a/schemas/experiment.schema.json" in stale.output
+    schema.unlink()
+    assert runner.invoke(app, ["compile", "--root", str(project)]).exit_code == 0
+    assert schema.is_file()
+    assert runner.invoke(app, ["compile", "--check", "--root", str(project)]).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["validate", "compile"])
+def test_a_folder_without_specs_is_an_error(tmp_path: Path, command: str) -> None:
+    (tmp_path / "experiments" / "drafts").mkdir(parents=True)
+    (tmp_path / "experiments" / "notes.txt").write_text("not a spec")
+    args = (
+        ["validate", str(tmp_path / "experiments")]
+        if command == "validate"
+        else ["compile", "--root", str(tmp_path)]
+    )
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "experiments:1:1 <root>: no spec files" in result.stderr

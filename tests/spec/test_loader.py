@@ -158,3 +158,85 @@ def test_committed_schema_is_current(repo_root: Path) -> None:
 
     committed = (repo_root / "schemas" / "experiment.schema.json").read_text()
     assert committed == render_schema(), "run `rmsweb schema` and commit"
+
+
+def test_scalars_follow_yaml_1_2() -> None:
+    from rmsweb.spec.loader import parse_yaml_located
+
+    text = (
+        "name: x\na: yes\nb: 3e-06\nc: 012\nd: 2001-12-14\ne: .inf\nf: 0x1F\ng: 0o17\n"
+        "h: True\ni: ~\nj: off\nk: 1_000\nl: '='\nm: =\n"
+    )
+    data = parse_yaml_located(text, "s.yaml").data
+    assert data["a"] == "yes" and data["j"] == "off"  # YAML 1.1 booleans stay text
+    assert data["b"] == pytest.approx(3e-6)  # as `dvc exp run -S` writes floats
+    assert data["c"] == 12 and data["f"] == 31 and data["g"] == 15  # 012 is not octal
+    assert data["d"] == "2001-12-14" and data["k"] == "1_000" and data["m"] == "="
+    assert data["e"] == float("inf") and data["h"] is True and data["i"] is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: x\nseed: 1e999\n", "too large"),
+        ("name: x\nseed: 99999999999999999999\n", "out of range"),
+        ("name: x\nseed: !!int abc\n", "'abc' is not an integer"),
+        ("name: x\nseed: !!bool yes\n", "write true or false"),
+        ("name: x\n? [a, b]\n: 1\n", "key a list is not text"),
+        ("name: x\n1: one\n", "key '1' is not text"),
+        ("name: x\na: !!binary aGVsbG8=\n", "tag !!binary is not allowed"),
+        ("name: x\na: !!set {b: null}\n", "tag !!set is not allowed"),
+        ("name: x\na: {<<: !!python/object:x {c: 1}}\n", "tag !!python/object:x"),
+        ("name: x\na: {<<: 3}\n", "expected a mapping or list of mappings for merging"),
+        ("\ufeffname: x\n\x07: 1\n", "character U+0007 is not allowed"),
+    ],
+)
+def test_hostile_scalars_and_tags_are_positioned_errors(text: str, message: str) -> None:
+    from rmsweb.spec.loader import parse_yaml_located
+
+    with pytest.raises(SpecErrors) as exc:
+        parse_yaml_located(text, "h.yaml")
+    assert any(message in e.message for e in exc.value.errors), str(exc.value)
+    assert all(e.pos.line >= 2 for e in exc.value.errors), str(exc.value)
+
+
+def test_merge_keys_are_overridden_by_explicit_keys(tmp_path: Path) -> None:
+    spec_file = write(
+        tmp_path,
+        "m.yaml",
+        """
+        name: m
+        eval:
+          policies:
+            - &sft {kind: checkpoint, name: sft, source: sft}
+            - <<: *sft
+              name: rl
+              source: rl
+        """,
+    )
+    located = load_located(spec_file)
+    assert [p["name"] for p in located.data["eval"]["policies"]] == ["sft", "rl"]
+    assert located.positions[("eval", "policies", 1, "name")].line == 7
+
+
+def test_overrides_are_read_like_spec_files(tmp_path: Path) -> None:
+    spec_file = write(tmp_path, "x.yaml", "name: x\n")
+    assert load_experiment(spec_file, ["sft.learning_rate=1e-5"]).sft.learning_rate == 1e-5
+    with pytest.raises(SpecErrors, match="only true/false are booleans"):
+        load_experiment(spec_file, ["suite.train.count=yes"])
+    with pytest.raises(SpecErrors) as exc:
+        load_experiment(spec_file, ["seed=!!python/object/apply:os.system [id]"])
+    assert "<override 1: seed=" in str(exc.value) and "is not allowed" in str(exc.value)
+    with pytest.raises(SpecErrors, match="expected a list"):
+        load_experiment(spec_file, ["eval.policies.²=x"])  # "²".isdigit(), int("²") fails
+    with pytest.raises(SpecErrors, match="deeper than 32"):
+        load_experiment(spec_file, [".".join(["a"] * 5000) + "=1"])
+
+
+def test_a_long_extends_chain_is_an_error_not_a_recursion_error(tmp_path: Path) -> None:
+    write(tmp_path, "s0.yaml", "name: s0\n")
+    for i in range(1, 40):
+        write(tmp_path, f"s{i}.yaml", f"extends: s{i - 1}.yaml\nname: s{i}\n")
+    assert load_experiment(tmp_path / "s10.yaml").name == "s10"
+    with pytest.raises(SpecErrors, match="extends chain is longer than 16"):
+        load_experiment(tmp_path / "s39.yaml")
