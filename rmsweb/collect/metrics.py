@@ -49,6 +49,7 @@ def collection_metrics(records: list[EpisodeRecord], max_attempts: int) -> tuple
         "detour_fraction": round(detoured / len(graded), 4) if graded else None,
         "failure_fraction": round(failures / attempts, 4) if attempts else None,
         "env_errors": sum(1 for r in records if r.episode.error),
+        "policy_errors": sum(1 for r in records if r.episode.policy_error),
         "teacher_calls_per_kept": round(calls / kept, 3) if kept else None,
         "teacher_tokens_per_kept": round(tokens / kept, 1) if kept else None,
         "teacher_seconds_per_kept": round(seconds / kept, 3) if kept else None,

@@ -1,5 +1,6 @@
 """Eval metrics from episode and step rows (pure): success with a Wilson 95% CI,
-mean steps on solved episodes, parse-error rate, per task and overall."""
+mean steps on solved episodes, parse-error rate, env and policy errors, per task and
+overall."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def eval_rows(
     """One row per task plus the overall row (task_id "*").
 
     Episodes that ended in an environment error after all retries count as
-    failures: excluding them would flatter a policy that crashes pages. The
+    failures: excluding them would flatter a policy that crashes pages. So do
+    episodes a policy exception ended (policy_errors says how many). The
     overall success rate is the mean over tasks (each task weighs the same),
     and its interval is the Wilson interval of the pooled counts.
     """
@@ -56,6 +58,7 @@ def eval_rows(
                 wall_s=0.0,
                 task_id=task,
                 env_errors=sum(1 for r in recs if r.episode.error),
+                policy_errors=sum(1 for r in recs if r.episode.policy_error),
             )
         )
         task_rates.append(len(wins) / n)
@@ -80,6 +83,7 @@ def eval_rows(
             wall_s=wall_s,
             task_id="*",
             env_errors=sum(1 for rs in by_task.values() for r in rs if r.episode.error),
+            policy_errors=sum(1 for rs in by_task.values() for r in rs if r.episode.policy_error),
         )
     )
     return rows

@@ -16,7 +16,7 @@ from typing import Any
 from rmsweb.evaluate.metrics import eval_rows
 from rmsweb.stage_io import StageIO
 from rmsweb.store.layout import run_name
-from rmsweb.store.rows import EpisodeRecord, EvalRow
+from rmsweb.store.rows import EvalRow
 
 # The split whose numbers are the stage's headline metrics: test when it is evaluated.
 REPORT_ORDER = ("test", "val", "train")
@@ -54,7 +54,7 @@ async def _run(io: StageIO, policy_spec: Any, run: str) -> dict[str, float]:
     return walls
 
 
-def _split_metrics(rows: list[EvalRow], records: list[EpisodeRecord]) -> dict[str, Any]:
+def _split_metrics(rows: list[EvalRow]) -> dict[str, Any]:
     overall = rows[-1]
     return {
         "n": overall.n,
@@ -63,7 +63,8 @@ def _split_metrics(rows: list[EvalRow], records: list[EpisodeRecord]) -> dict[st
         "ci_high": round(overall.ci_high, 4),
         "mean_steps_solved": overall.mean_steps_solved,
         "parse_error_rate": round(overall.parse_error_rate, 4),
-        "env_errors": sum(1 for r in records if r.episode.error),
+        "env_errors": overall.env_errors,
+        "policy_errors": overall.policy_errors,
         "wall_s": round(overall.wall_s, 1),
         "per_task": {r.task_id: round(r.success_rate, 4) for r in rows[:-1]},
     }
@@ -94,7 +95,7 @@ def main(io: StageIO) -> None:
             wall_s=walls.get(split, 0.0),
         )
         all_rows += rows
-        values = {"split": split, **_split_metrics(rows, mine)}
+        values = {"split": split, **_split_metrics(rows)}
         if i == 0:
             metrics.update(values)
         else:

@@ -21,8 +21,9 @@ def fetch(con: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
 
 # The definitions follow the eval stage's (rmsweb/evaluate/metrics.py), so the report
 # and `dvc metrics` agree: an episode that still ended in an environment error after
-# its retries counts in n as a failure (env_errors says how many there were), and
-# parse errors are over every stored step. tests/report pins the agreement.
+# its retries, or that a policy exception ended, counts in n as a failure (env_errors
+# and policy_errors say how many there were), and parse errors are over every stored
+# step. tests/report pins the agreement.
 EVAL_BY_TASK = """
 WITH s AS (
     SELECT run, episode_id,
@@ -35,6 +36,7 @@ SELECT e.run, e.policy, e.suite, e.split, e.task_id,
        count(*) AS n,
        count(*) FILTER (WHERE e.success) AS successes,
        count(*) FILTER (WHERE e.error IS NOT NULL) AS env_errors,
+       count(*) FILTER (WHERE e.policy_error IS NOT NULL) AS policy_errors,
        coalesce(sum(e.n_steps) FILTER (WHERE e.success), 0) AS solved_steps,
        coalesce(sum(s.steps), 0) AS steps,
        coalesce(sum(s.parse_errors), 0) AS parse_errors,

@@ -39,10 +39,20 @@ def _row(key: dict[str, Any], agg: dict[str, float], task_id: str, rate: float) 
         wall_s=float(agg["wall_s"]),
         task_id=task_id,
         env_errors=int(agg["env_errors"]),
+        policy_errors=int(agg["policy_errors"]),
     )
 
 
-SUMS = ("n", "successes", "env_errors", "solved_steps", "steps", "parse_errors", "wall_s")
+SUMS = (
+    "n",
+    "successes",
+    "env_errors",
+    "policy_errors",
+    "solved_steps",
+    "steps",
+    "parse_errors",
+    "wall_s",
+)
 
 
 def eval_rows(con: duckdb.DuckDBPyConnection, *, stage: str | None = "eval") -> list[EvalRow]:
@@ -131,6 +141,7 @@ def eval_table(rows: Sequence[EvalRow]) -> Table:
             "Steps (solved)",
             "Parse errors",
             "Env errors",
+            "Policy errors",
         ],
         rows=[
             [
@@ -143,10 +154,11 @@ def eval_table(rows: Sequence[EvalRow]) -> Table:
                 num(r.mean_steps_solved),
                 pct(r.parse_error_rate),
                 str(r.env_errors),
+                str(r.policy_errors),
             ]
             for r in suite_rows(rows)
         ],
-        align=["left", "left", "left", "right", "right", "right", "right", "right", "right"],
+        align=["left"] * 3 + ["right"] * 7,
     )
 
 

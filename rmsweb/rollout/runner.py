@@ -13,6 +13,12 @@ a `run_episode` call with the reflections so far).
 Environment errors (crash, hang, lost page, episode timeout) are not task failures:
 the episode is rerun from scratch on a fresh context, up to `max_env_retries` times;
 if it never completes, its EpisodeRow carries the error and success is False.
+
+Policy errors never stop a run either: an output that cannot be parsed or executed
+fails that step (the policy sees why in its next observation); an exception of the
+policy ends that episode as a failure with `policy_error` set, and an exception of a
+custom job is stored as a failed attempt 0 of its (task, seed). A UserError (a key,
+URL or setting to fix) is the exception: it stops the run, as every episode would fail.
 """
 
 from __future__ import annotations
@@ -22,15 +28,17 @@ import hashlib
 import logging
 import struct
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from rmsweb.agents.base import Policy
+from rmsweb.agents.base import ActResult, Policy
 from rmsweb.env.actions import TERMINAL_ACTIONS, Action, ParseError, format_action, parse_action
 from rmsweb.env.errors import EnvError
 from rmsweb.env.types import ActRequest, HistoryItem
+from rmsweb.errors import UserError
 from rmsweb.store.rows import (
     EpisodeRecord,
     EpisodeRow,
@@ -74,6 +82,7 @@ class RunStats:
     successes: int = 0
     env_errors: int = 0  # episodes that failed for good with an environment error
     env_retries: int = 0  # reruns after environment errors
+    policy_errors: int = 0  # episodes ended by an exception of the policy (or of the job)
     skipped: int = 0  # already in the sink
     wall_s: float = 0.0
     timing: Timing = field(default_factory=Timing)
@@ -261,7 +270,8 @@ class EpisodeRunner:
             outcome = Outcome()
             for step in range(self.max_steps):
                 t = time.perf_counter()
-                result = await policy.act(
+                result = await _act_or_fail(
+                    policy,
                     ActRequest(
                         task_id=task_id,
                         instruction=instruction,
@@ -271,8 +281,13 @@ class EpisodeRunner:
                         seed=seed,
                         step=step,
                         attempt=attempt,
-                    )
+                    ),
+                    row,
                 )
+                if result is None:
+                    break  # the policy raised: the episode ends here, as a failure
+                # Stored as text whatever the policy returned (the parser refuses non-text).
+                output = result.text if isinstance(result.text, str) else repr(result.text)
                 t_policy = time.perf_counter() - t
                 timing.policy_s += t_policy
                 t = time.perf_counter()
@@ -291,7 +306,7 @@ class EpisodeRunner:
                         url=obs.url,
                         obs_text=obs.text,
                         screenshot=sha,
-                        output_text=result.text,
+                        output_text=output,
                         action=action.to_row() if action else None,
                         parse_ok=action is not None,
                         env_error=error if action is not None else None,
@@ -303,7 +318,7 @@ class EpisodeRunner:
                 )
                 history.append(
                     HistoryItem(
-                        output_text=result.text,
+                        output_text=output,
                         action_text=format_action(action) if action else None,
                         error=error,
                     )
@@ -368,7 +383,12 @@ class EpisodeRunner:
                         task_id, seed = queue.get_nowait()
                     except asyncio.QueueEmpty:
                         return
-                    records = await run_job(self, policy, task_id, seed)
+                    try:
+                        records = await run_job(self, policy, task_id, seed)
+                    except UserError:
+                        raise
+                    except Exception as exc:  # the job's own bug: this (task, seed) fails
+                        records = [_failed_job_record(self, policy, task_id, seed, split, exc)]
                     for rec in records:
                         sink.write(rec)
                         _count(stats, rec)
@@ -392,17 +412,61 @@ class EpisodeRunner:
         return stats
 
 
+async def _act_or_fail(policy: Policy, request: ActRequest, row: EpisodeRow) -> ActResult | None:
+    """The policy's answer, or None when it raised (a bug, a failed call): then
+    `row.policy_error` says why. EnvError and UserError go up (rerun; stop the run)."""
+    try:
+        return await policy.act(request)
+    except (EnvError, UserError):
+        raise
+    except Exception as exc:
+        row.policy_error = describe_exception(exc)
+        log.warning("%s seed %d: the policy raised %s", row.task_id, row.seed, row.policy_error)
+        return None
+
+
 async def _execute_output(
     session: PageSession, text: str
 ) -> tuple[Action | None, str | None, str | None]:
     """Parse a policy output and execute it: (action, parse error, step error).
 
     An unparsable output is not executed; the policy sees why in the next observation.
+    An exception of the parser (the output is not text) or of executing the action
+    fails this step the same way; only an EnvError (the browser is gone) goes up.
     """
-    parsed = parse_action(text)
+    try:
+        parsed = parse_action(text)
+    except Exception as exc:
+        reason = f"the parser raised {describe_exception(exc)}"
+        return None, reason, f"could not parse the action: {reason}"
     if isinstance(parsed, ParseError):
         return None, parsed.reason, f"could not parse the action: {parsed.reason}"
-    return parsed, None, await session.execute(parsed)
+    try:
+        return parsed, None, await session.execute(parsed)
+    except EnvError:
+        raise
+    except Exception as exc:
+        return parsed, None, f"could not execute {format_action(parsed)}: {describe_exception(exc)}"
+
+
+def describe_exception(exc: BaseException, limit: int = 500) -> str:
+    """What to store about an error: 'ValueError: bad input (at /path/to/x.py:12)'."""
+    text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        text += f" (at {frames[-1].filename}:{frames[-1].lineno})"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _failed_job_record(
+    runner: EpisodeRunner, policy: Policy, task_id: str, seed: int, split: str, exc: Exception
+) -> EpisodeRecord:
+    """A job raised: store its (task, seed) as a failed attempt 0, so the run goes on and
+    a rerun does not retry it forever."""
+    log.warning("%s seed %d: the job raised %s", task_id, seed, describe_exception(exc))
+    row = runner._episode_row(task_id, seed, split, policy, 0)
+    row.policy_error = f"job failed: {describe_exception(exc)}"
+    return EpisodeRecord(episode=row, steps=[])
 
 
 def _single_episode(split: str) -> Job:
@@ -420,6 +484,7 @@ def _count(stats: RunStats, rec: EpisodeRecord) -> None:
     stats.successes += int(ep.success)
     stats.env_errors += int(ep.error is not None)
     stats.env_retries += ep.env_retries
+    stats.policy_errors += int(ep.policy_error is not None)
     stats.per_task.setdefault(ep.task_id, []).append(ep)
 
 
@@ -480,6 +545,8 @@ class _Progress:
             info = f"success {stats.success_rate:.0%}"
             if stats.env_errors or stats.env_retries:
                 info += f"  env errors {stats.env_errors} (reruns {stats.env_retries})"
+            if stats.policy_errors:
+                info += f"  policy errors {stats.policy_errors}"
             self._progress.update(self._task, advance=1, info=info)
 
     def __exit__(self, *exc: object) -> None:

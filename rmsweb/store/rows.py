@@ -36,6 +36,9 @@ class EpisodeRow:
     instruction: str = ""  # (added) the task utterance the policy saw
     env_retries: int = 0  # (added) reruns after environment errors
     reference_steps: int | None = None  # (added) gold steps by the oracle's labels (collect)
+    # (added) the exception that ended the episode, when the policy (or the job around it)
+    # raised: "ValueError: ... (at file:line)"; None otherwise. The episode is a failure.
+    policy_error: str | None = None
 
 
 @dataclass(slots=True)
@@ -119,6 +122,7 @@ class EvalRow:
     env_errors: int = (
         0  # (added) episodes that still hit an env error after retries (in n, as failures)
     )
+    policy_errors: int = 0  # (added) episodes ended by a policy exception (in n, as failures)
 
 
 @dataclass(slots=True)

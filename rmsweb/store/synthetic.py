@@ -97,6 +97,7 @@ def make_episode(
     parse_errors: int = 0,
     screenshots: bool = True,
     env_error: str | None = None,
+    policy_error: str | None = None,
 ) -> EpisodeRecord:
     """One plausible episode: `n_steps` steps, the first `parse_errors` unparseable."""
     eid = episode_key(task, seed, policy, attempt)
@@ -147,6 +148,7 @@ def make_episode(
         n_steps=n_steps,
         answer=None,
         error=env_error,
+        policy_error=policy_error,
         started_at=1_780_000_000.0 + seed,
         wall_s=0.2 * n_steps,
         tokens_in=300 * n_steps,

@@ -82,15 +82,29 @@ def test_agrees_with_the_eval_stage_metrics(tmp_path: Path) -> None:
     specs += [("b", s, s % 2 == 0, 3, 0, "timeout" if s == 1 else None) for s in range(4)]
     specs += [("c", 0, False, 6, 3, None)]
     write(run, specs)
+    with ShardWriter(run) as sink:  # an episode a policy exception ended after one step
+        sink.write(
+            make_episode(
+                run="eval/e/sft",
+                task="c",
+                seed=1,
+                policy="sft",
+                success=False,
+                n_steps=1,
+                policy_error="ValueError: boom (at x.py:1)",
+            )
+        )
     ours = {r.task_id: r for r in eval_rows_for_run(run, run="eval/e/sft")}
     theirs = {
         r.task_id: r
         for r in stage_rows(read_records(run), "eval/e/sft", "sft", "miniwob", "test", wall_s=0)
     }
     assert set(ours) == set(theirs) == {"*", "a", "b", "c"}
+    assert (theirs["*"].env_errors, theirs["*"].policy_errors) == (1, 1)
     for task, want in theirs.items():
         got = ours[task]
-        for field in ("n", "success_rate", "ci_low", "ci_high", "parse_error_rate"):
+        fields = ("n", "success_rate", "ci_low", "ci_high", "parse_error_rate")
+        for field in (*fields, "env_errors", "policy_errors"):
             assert getattr(got, field) == pytest.approx(getattr(want, field)), (task, field)
         if want.mean_steps_solved is None:
             assert got.mean_steps_solved is None
@@ -112,7 +126,7 @@ def test_an_episode_lost_to_env_errors_is_a_failure(tmp_path: Path) -> None:
     (top, _) = eval_rows_for_run(run)
     assert (top.n, top.success_rate, top.env_errors) == (1, 0.0, 1)
     hi = 100 * wilson_interval(0, 1)[1]
-    row = f"| sft | miniwob | test | 1 | 0.0% | [0.0, {hi:.1f}] | — | 0.0% | 1 |"
+    row = f"| sft | miniwob | test | 1 | 0.0% | [0.0, {hi:.1f}] | — | 0.0% | 1 | 0 |"
     assert row in eval_table([top]).to_markdown()
 
 
@@ -120,9 +134,11 @@ def test_markdown_table_is_readme_ready(run: Path) -> None:
     rows = eval_rows(connect({"eval/e/sft": run}))
     lo, hi = wilson_interval(3, 5)
     assert eval_table(rows).to_markdown().splitlines() == [
-        "| Policy | Suite | Split | n | Success | 95% CI | Steps (solved) | Parse errors | Env errors |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| sft | miniwob | test | 5 | 58.3% | [{100 * lo:.1f}, {100 * hi:.1f}] | 3.0 | 16.7% | 1 |",
+        "| Policy | Suite | Split | n | Success | 95% CI | Steps (solved) | Parse errors "
+        "| Env errors | Policy errors |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| sft | miniwob | test | 5 | 58.3% | [{100 * lo:.1f}, {100 * hi:.1f}] | 3.0 | 16.7% "
+        "| 1 | 0 |",
     ]
     assert per_task_table(rows).to_markdown().splitlines()[2:] == [
         "| a | 66.7% (3) |",
