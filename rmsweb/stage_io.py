@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmsweb.errors import UserError
+from rmsweb.errors import DiskFullError, UserError, is_disk_full
 from rmsweb.spec import ExperimentSpec, load_from_params
 
 
@@ -79,10 +79,18 @@ def _clean(value: Any) -> Any:
 
 
 def write_json_atomic(path: Path, values: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(_clean(values), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(
+            json.dumps(_clean(values), indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if is_disk_full(exc):
+            raise DiskFullError(f"disk full while writing {path}; free space and rerun") from exc
+        raise
 
 
 def parse_inputs(items: list[str]) -> dict[str, Path]:

@@ -9,6 +9,9 @@
 - Screenshots are stored once per run, deduplicated by sha256.
 - `completed_keys()` is what a rerun skips; `write()` also drops an episode
   whose key is already stored, so each episode is stored exactly once.
+- A full disk raises DiskFullError (a UserError: the CLI prints its message,
+  no traceback). The shard being written is not committed and its files are
+  removed; free space and rerun, and the rerun stores the rest.
 - TableWriter does the same for one table of independent rows (mined_states,
   rl_groups, evals). Its rows are durable once `flush()` returns, so a stage
   that checkpoints (rl) flushes when it saves.
@@ -24,6 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rmsweb.errors import DiskFullError, is_disk_full
 from rmsweb.store import layout
 from rmsweb.store.rows import EpisodeRecord, ReflectionRow, ScreenshotRow
 from rmsweb.store.schemas import COMPANION_TABLES, EPISODE_TABLES, TABLES, rows_to_arrow
@@ -33,12 +37,15 @@ if TYPE_CHECKING:
 
 
 def write_parquet_atomic(path: Path, data: pa.Table) -> None:
-    """Write a Parquet file under a temp name, fsync it, and rename it into place."""
+    """Write a Parquet file under a temp name, fsync it, and rename it into place.
+
+    A full disk raises DiskFullError naming the file; the temp file is removed.
+    """
     import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = layout.temp_path(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(data, tmp, compression="zstd")
         # Without the fsync a power cut could leave a renamed but empty file.
         fd = os.open(tmp, os.O_RDONLY)
@@ -47,8 +54,10 @@ def write_parquet_atomic(path: Path, data: pa.Table) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and is_disk_full(exc):
+            raise DiskFullError(f"disk full while writing {path}") from exc
         raise
 
 
@@ -153,7 +162,9 @@ class ShardWriter:
     def __enter__(self) -> ShardWriter:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if isinstance(exc, DiskFullError):
+            return  # a flush just failed for want of space; another one now would too
         self.close()
 
     # ------------------------------------------------------------------ internals
@@ -201,6 +212,18 @@ class ShardWriter:
         ):
             self._flush()
 
+    def _disk_full(self, name: str, exc: DiskFullError) -> DiskFullError:
+        # The episodes file commits a shard and was not written: remove the companions
+        # already renamed into place (readers ignore them), so their space is free again.
+        for table in COMPANION_TABLES:
+            (self.run_dir / table / name).unlink(missing_ok=True)
+        return DiskFullError(
+            f"{exc} ({len(self._buf['episodes'])} finished episodes were not stored; "
+            f"nothing partial was committed). Free space on that disk (df -h {self.run_dir}) "
+            f"and rerun: the {len(self._committed)} episodes already stored are kept and "
+            "only the rest run."
+        )
+
     def _flush(self) -> None:
         if not any(self._buf.values()):
             return
@@ -208,11 +231,14 @@ class ShardWriter:
         # Companions first, episodes last: the episodes file commits the shard. Empty
         # companions are not written (fewer small files for DVC and for readers to check);
         # the episodes file is, even when empty, as the shard's commit marker.
-        for table in (*COMPANION_TABLES, "episodes"):
-            if table != "episodes" and not self._buf[table]:
-                continue
-            data = rows_to_arrow(table, self._buf[table])
-            write_parquet_atomic(self.run_dir / table / name, data)
+        try:
+            for table in (*COMPANION_TABLES, "episodes"):
+                if table != "episodes" and not self._buf[table]:
+                    continue
+                data = rows_to_arrow(table, self._buf[table])
+                write_parquet_atomic(self.run_dir / table / name, data)
+        except DiskFullError as exc:
+            raise self._disk_full(name, exc) from exc.__cause__
         self._next += 1
         self._committed |= self._keys
         if self._stored_shots is not None:
