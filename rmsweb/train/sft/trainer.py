@@ -1,18 +1,25 @@
 """Step-level SFT with TRL's SFTTrainer: loss on the completion tokens only.
 
 A full fine-tune for tiny models, LoRA (PEFT) when asked. Checkpoints every
-`save_steps` under `work_dir`; a rerun continues from the last one.
+`save_steps` under `work_dir`; a rerun continues from the last whole one (a
+checkpoint cut short by a kill, a full disk or a failed copy is skipped with a
+warning, see `_last_checkpoint`).
 """
 
 from __future__ import annotations
 
 import csv
+import json
+import logging
 import random
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rmsweb.train.sft.samples import Sample
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -120,11 +127,89 @@ def train_sft(
 
 
 def _last_checkpoint(work_dir: Path) -> Path | None:
+    """The newest checkpoint that can be resumed from; newer broken ones are skipped
+    with a warning (and overwritten when training reaches their step again)."""
     checkpoints = sorted(
         (p for p in work_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
         key=lambda p: int(p.name.split("-")[-1]),
     )
-    return checkpoints[-1] if checkpoints else None
+    for path in reversed(checkpoints):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            return path
+        log.warning("%s cannot be resumed from: %s; trying the one before", path, problem)
+    if checkpoints:
+        log.warning("no whole checkpoint in %s: training starts from step 0", work_dir)
+    return None
+
+
+WEIGHTS = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "adapter_model.safetensors",
+    "pytorch_model.bin",
+    "adapter_model.bin",
+)
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """Why a Trainer checkpoint folder is not whole (None: it looks whole).
+
+    The Trainer writes a checkpoint in place, trainer_state.json last: a kill while
+    saving leaves a folder without it. A full disk or an interrupted copy (checkpoints
+    in a bucket) leaves truncated files. Checked from sizes and headers, loading nothing.
+    """
+    try:
+        state = json.loads((path / "trainer_state.json").read_text())
+    except FileNotFoundError:
+        return "trainer_state.json is missing (killed while saving?)"
+    except (OSError, ValueError) as exc:
+        return f"trainer_state.json is unreadable ({exc})"
+    if not isinstance(state, dict) or "global_step" not in state:
+        return "trainer_state.json has no global_step"
+    if not any((path / name).exists() for name in WEIGHTS):
+        return f"no model weights (none of {', '.join(WEIGHTS)})"
+    for f in sorted(path.iterdir()):
+        problem = None
+        if f.suffix == ".safetensors":
+            problem = _safetensors_problem(f)
+        elif f.suffix in (".pt", ".pth", ".bin") and not zipfile.is_zipfile(f):
+            problem = "not a whole torch.save archive (truncated?)"
+        if problem:
+            return f"{f.name}: {problem}"
+    index = path / "model.safetensors.index.json"
+    if index.exists():
+        try:
+            shards = set(json.loads(index.read_text())["weight_map"].values())
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return f"{index.name} is unreadable"
+        missing = sorted(s for s in shards if not (path / s).exists())
+        if missing:
+            return f"weight shards missing: {', '.join(missing)}"
+    return None
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    # Layout: 8-byte little-endian header length n, n bytes of JSON header naming each
+    # tensor's [start, end) byte offsets into the data that follows.
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if n < 0 or 8 + n > size:
+            return f"truncated ({size} bytes, header cut)"
+        raw = f.read(n)
+    try:
+        header = json.loads(raw)
+        end = max(
+            (int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"),
+            default=0,
+        )
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return "header is malformed"
+    if 8 + n + end > size:
+        return f"truncated ({size} of {8 + n + end} bytes)"
+    return None
 
 
 def write_loss_curve(path: Path, history: list[dict]) -> list[dict]:
