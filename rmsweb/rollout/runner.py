@@ -356,6 +356,7 @@ class EpisodeRunner:
 
         A (task, seed) counts as done when its attempt-0 episode key is in
         `sink.completed_keys()`; custom jobs should write attempt 0 among their records.
+        A job's records are written as one unit (`sink.write_unit`: all or none).
         """
         done_keys = sink.completed_keys()
         todo = [
@@ -389,8 +390,9 @@ class EpisodeRunner:
                         raise
                     except Exception as exc:  # the job's own bug: this (task, seed) fails
                         records = [_failed_job_record(self, policy, task_id, seed, split, exc)]
+                    # All or none: a rerun skips a unit whose attempt 0 is stored.
+                    sink.write_unit(records)
                     for rec in records:
-                        sink.write(rec)
                         _count(stats, rec)
                     bar.advance(stats)
 

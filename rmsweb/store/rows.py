@@ -147,6 +147,10 @@ class EpisodeSink(Protocol):
 
     def write(self, record: EpisodeRecord) -> None: ...
 
+    def write_unit(self, records: list[EpisodeRecord]) -> None:
+        """Store the records of one unit of work (a job's attempts) all or none."""
+        ...
+
     def completed_keys(self) -> set[str]: ...
 
 
@@ -158,6 +162,9 @@ class MemorySink:
 
     def write(self, record: EpisodeRecord) -> None:
         self.records.append(record)
+
+    def write_unit(self, records: list[EpisodeRecord]) -> None:
+        self.records.extend(records)
 
     def completed_keys(self) -> set[str]:
         return {r.episode.episode_id for r in self.records}

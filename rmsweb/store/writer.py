@@ -9,6 +9,9 @@
 - Screenshots are stored once per run, deduplicated by sha256.
 - `completed_keys()` is what a rerun skips; `write()` also drops an episode
   whose key is already stored, so each episode is stored exactly once.
+  `write_unit()` keeps the episodes of one unit of work (a (task, seed) with
+  its retries) in one shard: the runner skips a unit whose attempt 0 is stored,
+  so a kill must never leave attempt 0 stored without the attempts after it.
 - A full disk raises DiskFullError (a UserError: the CLI prints its message,
   no traceback). The shard being written is not committed and its files are
   removed; free space and rerun, and the rerun stores the rest.
@@ -108,6 +111,7 @@ class ShardWriter:
         self.max_seconds = max_seconds
         self.writer_id = writer_id
         self._lock = threading.Lock()
+        self._in_unit = False  # inside write_unit: no flush until the unit is buffered
         self._recover()
         from rmsweb.store.reader import read_column
 
@@ -142,6 +146,17 @@ class ShardWriter:
             self._bytes += sum(len(s.obs_text) + len(s.output_text) for s in record.steps)
             for shot in record.screenshots:
                 self._add_screenshot(shot)
+            self._maybe_flush()
+
+    def write_unit(self, records: list[EpisodeRecord]) -> None:
+        """Buffer the episodes of one unit of work so they land in the same shard."""
+        self._in_unit = True
+        try:
+            for record in records:
+                self.write(record)
+        finally:
+            self._in_unit = False
+        with self._lock:
             self._maybe_flush()
 
     def write_reflection(self, row: ReflectionRow) -> None:
@@ -203,7 +218,7 @@ class ShardWriter:
         self._bytes += len(shot.png)
 
     def _maybe_flush(self) -> None:
-        if not any(self._buf.values()):
+        if self._in_unit or not any(self._buf.values()):
             return
         if (
             len(self._buf["episodes"]) >= self.max_episodes

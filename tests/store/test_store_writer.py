@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from rmsweb.store import layout
@@ -59,6 +60,20 @@ def test_flushes_on_age_and_on_size(tmp_path: Path) -> None:
     big = ShardWriter(tmp_path / "b", max_episodes=100, max_bytes=1)
     big.write(ep(0))
     assert len(names(tmp_path / "b", "episodes")) == 1
+
+
+def test_a_unit_of_work_is_never_split_across_shards(tmp_path: Path) -> None:
+    # A rerun skips a (task, seed) whose attempt 0 is stored: a flush between attempt 0
+    # and attempt 1 followed by a kill would lose attempt 1 for good.
+    sink = ShardWriter(tmp_path, max_episodes=2, max_seconds=3600)
+    sink.write(ep(0))
+    sink.write_unit([ep(1, attempt=0), ep(1, attempt=1), ep(1, attempt=2)])
+    assert names(tmp_path, "episodes") == ["part-00000.parquet"]  # flushed after the unit
+    sink.write_unit([ep(2)])
+    sink.close()
+    first = pq.read_table(tmp_path / "episodes" / "part-00000.parquet")
+    assert first.column("attempt").to_pylist() == [0, 0, 1, 2]  # ep(0), then the whole unit
+    assert len(read_column(tmp_path, "episodes", "episode_id")) == 5
 
 
 def test_an_episode_is_stored_once_even_if_written_again(tmp_path: Path) -> None:
