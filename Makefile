@@ -14,13 +14,16 @@ export SKYPILOT_DISABLE_USAGE_COLLECTION := 1
 export RMSWEB_SKY_PYTHON := $(abspath $(SKY_VENV))/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: run test smoke readme lint chromium install
+.PHONY: run test faults smoke readme lint chromium install
 
 run: $(STAMP) chromium  ## the main job: the default experiment through dvc repro
 	dvc repro report_$(EXPERIMENT)
 
 test: $(STAMP) $(SKY_STAMP) chromium  ## the default test tier (CPU, offline)
 	pytest -q
+
+faults: $(STAMP) chromium  ## the whole fault-injection suite (kill -9 of stages, full disk, ...)
+	pytest -q -m faults tests/faults
 
 readme:  ## paste the default experiment's report tables into README.md
 	python -m rmsweb.report.readme runs/report/$(EXPERIMENT)/report.md README.md
