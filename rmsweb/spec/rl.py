@@ -110,6 +110,12 @@ class SalvageDS(_RLBase, _GateMixin):
     anchor_weight: float = Field(
         0.5, ge=0, description="Weight of the action-only NLL on rejected groups (0: off)."
     )
+    max_resample: int = Field(
+        0,
+        ge=0,
+        description="Resampling rounds to refill a batch with accepted groups (0: anchor only; "
+        "rejected groups of every round are anchored).",
+    )
 
     @model_validator(mode="after")
     def _gate(self) -> SalvageDS:
