@@ -9,14 +9,10 @@ from typing import Any
 import pytest
 import torch
 
+from rmsweb.train.salvage_ds.batch import anchor_completion
 from rmsweb.train.salvage_ds.loss import action_anchor, clipped_surrogate, group_advantages
 from rmsweb.train.salvage_ds.reward import Scored
-from rmsweb.train.salvage_ds.trainer import (
-    RLHyper,
-    SalvageDSTrainer,
-    algorithm,
-    anchor_completion,
-)
+from rmsweb.train.salvage_ds.trainer import RLHyper, SalvageDSTrainer, algorithm
 
 
 def test_group_advantages_by_hand() -> None:

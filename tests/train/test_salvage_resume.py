@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from rmsweb.models.load import load_model
-from rmsweb.train.salvage_ds.trainer import RLHyper, SalvageDSTrainer, algorithm, checkpoints
+from rmsweb.train.salvage_ds.checkpoint import checkpoints
+from rmsweb.train.salvage_ds.trainer import RLHyper, SalvageDSTrainer, algorithm
 
 HYPER = {
     "steps": 5,

@@ -52,7 +52,6 @@ import copy
 import hashlib
 import math
 import random
-import shutil
 import sys
 import time
 from collections import Counter
@@ -61,8 +60,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmsweb.agents.prompt import completion_text
 from rmsweb.env.actions import format_action
+from rmsweb.train.salvage_ds.batch import (
+    EncodedPrompt,
+    anchor_completion,
+    collate,
+    cut_at_stop,
+    encode_prompt,
+)
+from rmsweb.train.salvage_ds.checkpoint import load_checkpoint, save_checkpoint
 from rmsweb.train.salvage_ds.gate import REASONS, GateDecision, GroupStats, gate, group_stats
 from rmsweb.train.salvage_ds.reward import Scored, parse_references, score
 from rmsweb.train.salvage_ds.states import RLState
@@ -133,16 +139,6 @@ class RLHyper:
 
 
 # --------------------------------------------------------------------------- data
-
-
-@dataclass
-class EncodedPrompt:
-    """A state's prompt as model inputs (one row, no padding)."""
-
-    input_ids: Any  # 1-D LongTensor
-    mm_token_type_ids: Any = None  # 1-D, VL models
-    pixel_values: Any = None  # (patches, dim), when the prompt shows an image
-    image_grid_thw: Any = None  # (1, 3)
 
 
 @dataclass
@@ -221,26 +217,6 @@ def derived_seed(*parts: object) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-# --------------------------------------------------------------------------- anchor
-
-
-def anchor_completion(tokenizer: Any, action_text: str) -> tuple[list[int], list[int]]:
-    """Token ids of "Action: <action>" + end of turn, and the mask of the action's tokens.
-
-    The completion is tokenized as a whole (how the policy would emit it), and a token is
-    in the mask when its characters overlap the action's span; the "Action:" marker and
-    the end-of-turn token are outside it. (A thought is never part of the anchor: the
-    reference is taught as a direct answer to the prompt.)
-    """
-    text = completion_text(action_text)
-    start = len(text) - len(action_text)
-    eos = tokenizer.eos_token or ""
-    enc = tokenizer(text + eos, add_special_tokens=False, return_offsets_mapping=True)
-    ids = list(enc["input_ids"])
-    mask = [int(a < len(text) and b > start and b > a) for a, b in enc["offset_mapping"]]
-    return ids, mask
-
-
 # --------------------------------------------------------------------------- trainer
 
 
@@ -315,21 +291,8 @@ class SalvageDSTrainer:
         """The chat-templated prompt of a state as model inputs (cached)."""
         if index not in self._prompts:
             state = self.states[index]
-            text = self.tokenizer.apply_chat_template(
-                state.messages, tokenize=False, add_generation_prompt=True
-            )
-            if self.is_vl:
-                images = [state.image] if state.image is not None else None
-                enc = self.processor(text=[text], images=images, return_tensors="pt")
-            else:
-                enc = self.tokenizer(text, add_special_tokens=False, return_tensors="pt")
-            self._prompts[index] = EncodedPrompt(
-                input_ids=enc["input_ids"][0],
-                mm_token_type_ids=enc["mm_token_type_ids"][0]
-                if "mm_token_type_ids" in enc
-                else None,
-                pixel_values=enc.get("pixel_values"),
-                image_grid_thw=enc.get("image_grid_thw"),
+            self._prompts[index] = encode_prompt(
+                self.tokenizer, self.processor, self.is_vl, state.messages, state.image
             )
         return self._prompts[index]
 
@@ -339,41 +302,7 @@ class SalvageDSTrainer:
         completions: Sequence[Sequence[int]] = (),
         masks: Sequence[Sequence[float]] = (),
     ) -> dict[str, Any]:
-        """Left-padded prompts + right-padded completions (TRL's layout) as one batch.
-
-        Returns model inputs plus `loss_mask` (B, Tc) from `masks` and `n_completion` Tc.
-        """
-        import torch
-
-        pad = self.tokenizer.pad_token_id
-        device = self._device()
-        p_len = max(len(p.input_ids) for p in prompts)
-        c_len = max((len(c) for c in completions), default=0)
-        rows, attn, mm, loss_mask = [], [], [], []
-        for i, p in enumerate(prompts):
-            n_pad = p_len - len(p.input_ids)
-            comp = list(completions[i]) if completions else []
-            c_pad = c_len - len(comp)
-            rows.append([pad] * n_pad + p.input_ids.tolist() + comp + [pad] * c_pad)
-            attn.append([0] * n_pad + [1] * len(p.input_ids) + [1] * len(comp) + [0] * c_pad)
-            if p.mm_token_type_ids is not None:
-                mm.append([0] * n_pad + p.mm_token_type_ids.tolist() + [0] * c_len)
-            if masks:
-                loss_mask.append(list(masks[i]) + [0] * c_pad)
-        batch: dict[str, Any] = {
-            "input_ids": torch.tensor(rows, device=device),
-            "attention_mask": torch.tensor(attn, device=device),
-        }
-        if mm:
-            batch["mm_token_type_ids"] = torch.tensor(mm, device=device)
-        with_images = [p for p in prompts if p.pixel_values is not None]
-        if with_images:
-            batch["pixel_values"] = torch.cat([p.pixel_values for p in with_images]).to(device)
-            batch["image_grid_thw"] = torch.cat([p.image_grid_thw for p in with_images]).to(device)
-        batch["n_completion"] = c_len
-        if masks:
-            batch["loss_mask"] = torch.tensor(loss_mask, dtype=torch.float32, device=device)
-        return batch
+        return collate(prompts, self.tokenizer.pad_token_id, self._device(), completions, masks)
 
     def _device(self) -> Any:
         return next(self.model.parameters()).device
@@ -426,15 +355,8 @@ class SalvageDSTrainer:
                     eos_token_id=sorted(self.stop_ids - {tok.pad_token_id}) or tok.eos_token_id,
                 )
             new = seqs[:, batch["input_ids"].shape[1] :].tolist()
-            out.extend(self._cut(ids) for ids in new)
+            out.extend(cut_at_stop(ids, self.stop_ids) for ids in new)
         return out
-
-    def _cut(self, ids: list[int]) -> list[int]:
-        """Keep tokens up to and including the first stop token (TRL's completion mask)."""
-        for i, t in enumerate(ids):
-            if t in self.stop_ids:
-                return ids[: i + 1]
-        return ids
 
     def rollout(self, indices: Sequence[int], step: int, round_: int) -> list[Group]:
         """Sample, score and gate one group per state index."""
@@ -756,88 +678,25 @@ class SalvageDSTrainer:
     # ------------------------------------------------------------------ checkpoints
 
     def save_checkpoint(self) -> Path:
-        """checkpoint-<step>: trainable weights, optimizer, RNG states, logs.
-
-        Written to a temp folder and renamed, so a kill mid-save leaves the previous
-        checkpoint as the last complete one; older checkpoints than the previous are
-        deleted.
-        """
-        import torch
-        from safetensors.torch import save_file
-
-        final = self.work_dir / f"checkpoint-{self.step}"
-        tmp = self.work_dir / f".tmp-checkpoint-{self.step}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        weights = {
-            n: p.detach().cpu().contiguous()
-            for n, p in self.model.named_parameters()
-            if p.requires_grad
-        }
-        save_file(weights, str(tmp / "trainable.safetensors"))
-        state = {
-            "step": self.step,
-            "optimizer": self.optimizer.state_dict(),
-            "rng_torch": torch.get_rng_state(),
-            "rng_python": random.getstate(),
+        """checkpoint-<step> in work_dir (see checkpoint.py)."""
+        logs = {
             "curve": self.curve,
             "groups": self.group_log,
             "generate_s": self.generate_s,
             "train_s": self.train_s,
         }
-        if torch.cuda.is_available():
-            state["rng_cuda"] = torch.cuda.get_rng_state_all()
-        torch.save(state, tmp / "trainer_state.pt")
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        for old in checkpoints(self.work_dir)[:-2]:
-            shutil.rmtree(old, ignore_errors=True)
-        return final
+        return save_checkpoint(self.work_dir, self.step, self.model, self.optimizer, logs)
 
     def resume(self) -> int:
-        """Load the last complete checkpoint in work_dir, if any; returns its step."""
-        import torch
-        from safetensors.torch import load_file
-
-        found = checkpoints(self.work_dir)
-        if not found:
-            return 0
-        last = found[-1]
-        weights = load_file(str(last / "trainable.safetensors"))
-        params = dict(self.model.named_parameters())
-        missing = [n for n, p in params.items() if p.requires_grad and n not in weights]
-        if missing or set(weights) - set(params):
-            raise ValueError(
-                f"{last} does not match this model (missing {missing[:3]}, unexpected "
-                f"{sorted(set(weights) - set(params))[:3]}); delete {self.work_dir} to restart."
-            )
-        with torch.no_grad():
-            for n, w in weights.items():
-                params[n].copy_(w)
-        state = torch.load(last / "trainer_state.pt", weights_only=False)
-        self.optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng_torch"])
-        random.setstate(state["rng_python"])
-        if "rng_cuda" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng_cuda"])
-        self.step = int(state["step"])
-        self.curve = list(state["curve"])
-        self.group_log = list(state["groups"])
-        self.generate_s = float(state["generate_s"])
-        self.train_s = float(state["train_s"])
-        return self.step
-
-
-def checkpoints(work_dir: Path) -> list[Path]:
-    """Complete checkpoints in step order (temp folders of an interrupted save excluded)."""
-    if not work_dir.is_dir():
-        return []
-    found = [
-        p
-        for p in work_dir.glob("checkpoint-*")
-        if p.is_dir() and p.name.split("-")[-1].isdigit() and (p / "trainer_state.pt").is_file()
-    ]
-    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+        """Continue from the last complete checkpoint in work_dir, if any; returns its step."""
+        step, logs = load_checkpoint(self.work_dir, self.model, self.optimizer)
+        if step:
+            self.step = step
+            self.curve = list(logs["curve"])
+            self.group_log = list(logs["groups"])
+            self.generate_s = float(logs["generate_s"])
+            self.train_s = float(logs["train_s"])
+        return step
 
 
 def _std(values: Sequence[float]) -> float:
