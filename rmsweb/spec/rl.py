@@ -43,6 +43,12 @@ class _RLBase(SpecModel):
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     reward: RewardSpec = Field(default_factory=RewardSpec, description="Reward function.")
     save_steps: int = Field(50, ge=1, description="Checkpoint every N steps (resume point).")
+    torch_threads: int | None = Field(
+        None,
+        ge=1,
+        description="CPU threads for torch (null: all cores). On a shared or small CPU use 1: "
+        "token-by-token sampling is overhead-bound and extra threads only contend.",
+    )
 
     @model_validator(mode="after")
     def _shapes(self) -> _RLBase:

@@ -47,13 +47,26 @@ def make_states() -> Callable[..., list[Any]]:
     return make
 
 
-@pytest.fixture
-def tiny_model(tiny_tokenizer: Any) -> Any:
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Any:
+    """One torch thread in these tests, restored after each.
+
+    Sampling a tiny model token by token is overhead-bound: on the shared 2-core
+    machine (load ~12) 64 x 32 sampled tokens took 1.1 s on one thread and 23-34 s on
+    two, the threads spinning against other processes.
+    """
     import torch
 
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def tiny_model(tiny_tokenizer: Any) -> Any:
     from rmsweb.models.tiny import TinySize, build_text_model
 
-    torch.set_num_threads(2)
     # hidden 32, FFN 64: smaller than the pipeline's default; these tests check the
     # mechanics (losses, gradients, resume), not learning.
     return build_text_model(tiny_tokenizer, TinySize(hidden_size=32, intermediate_size=64), 0)

@@ -24,7 +24,6 @@ CORPUS = [
 def vl_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from rmsweb.models.tiny import TinySize, save_tiny_model
 
-    torch.set_num_threads(2)
     out = tmp_path_factory.mktemp("tiny_vl_rl")
     # vocab 400: the corpus is small; the default TinySize is what the pipeline builds.
     save_tiny_model(out, "qwen3_vl", CORPUS, 400, TinySize(), seed=0)

@@ -67,42 +67,38 @@ def _train(model_dir: Path, states: list, work: Path) -> tuple[list[dict], Any, 
 def test_kill_9_then_resume_gives_the_same_losses(
     tiny_text_dir: Path, make_states: Any, tmp_path: Path
 ) -> None:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the child: the same reduction order, the same floats
-    try:
-        states = make_states(6)
-        reference, _, ref_model = _train(tiny_text_dir, states, tmp_path / "reference")
+    # One torch thread here (conftest) as in the child: same reduction order, same floats.
+    states = make_states(6)
+    reference, _, ref_model = _train(tiny_text_dir, states, tmp_path / "reference")
 
-        states_json = tmp_path / "states.json"
-        states_json.write_text(json.dumps([asdict(s) for s in states]))
-        work = tmp_path / "killed"
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                CHILD,
-                str(tiny_text_dir),
-                str(states_json),
-                str(work),
-                "3",
-                json.dumps(HYPER),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-            check=False,
-        )
-        assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
-        child_rows = [json.loads(x[4:]) for x in proc.stdout.splitlines() if x.startswith("ROW ")]
-        assert [r["step"] for r in child_rows] == [1, 2, 3]
-        assert _losses(child_rows) == _losses(reference[:3])  # another process, same numbers
-        assert [c.name for c in checkpoints(work)] == ["checkpoint-2"]  # step 3 was lost
+    states_json = tmp_path / "states.json"
+    states_json.write_text(json.dumps([asdict(s) for s in states]))
+    work = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            str(tiny_text_dir),
+            str(states_json),
+            str(work),
+            "3",
+            json.dumps(HYPER),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    child_rows = [json.loads(x[4:]) for x in proc.stdout.splitlines() if x.startswith("ROW ")]
+    assert [r["step"] for r in child_rows] == [1, 2, 3]
+    assert _losses(child_rows) == _losses(reference[:3])  # another process, same numbers
+    assert [c.name for c in checkpoints(work)] == ["checkpoint-2"]  # step 3 was lost
 
-        resumed, result, model = _train(tiny_text_dir, states, work)
-    finally:
-        torch.set_num_threads(threads)
+    resumed, result, model = _train(tiny_text_dir, states, work)
     assert result.resumed_from == 2
     assert _losses(resumed) == _losses(reference)  # steps 1-2 from the checkpoint, 3-5 rerun
     assert all(r["anchor_loss"] > 0 for r in resumed)  # the updates were real

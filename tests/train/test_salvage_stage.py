@@ -18,7 +18,14 @@ from rmsweb.store.writer import TableWriter
 from rmsweb.train.salvage_ds.stage import hyper_from_spec, main
 from rmsweb.train.salvage_ds.trainer import CURVE_COLUMNS
 
-RL = {"steps": 3, "group_size": 2, "batch_size": 4, "save_steps": 2, "learning_rate": 1e-3}
+RL = {
+    "steps": 3,
+    "group_size": 2,
+    "batch_size": 4,
+    "save_steps": 2,
+    "learning_rate": 1e-3,
+    "torch_threads": 1,
+}
 # max_new_tokens 6 (shrunk): a random tiny model never stops early.
 MODEL = {"kind": "tiny", "prompt": {"system": "none", "max_new_tokens": 6}}
 

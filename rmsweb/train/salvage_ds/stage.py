@@ -126,7 +126,7 @@ def main(io: Any) -> None:  # io: rmsweb.stage_io.StageIO
 
     spec = io.spec
     rl, m = spec.rl, spec.model
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(rl.torch_threads or os.cpu_count() or 1)
     mine_dir = io.input("mine")
     sft_model = io.input("sft") / "model"
     loaded = load_model(
