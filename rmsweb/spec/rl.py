@@ -43,6 +43,13 @@ class _RLBase(SpecModel):
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     reward: RewardSpec = Field(default_factory=RewardSpec, description="Reward function.")
     save_steps: int = Field(50, ge=1, description="Checkpoint every N steps (resume point).")
+    micro_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="Sequences per forward/backward and per generate call (null: the whole "
+        "batch). Lower it when memory runs out; the gradient stays the same (token-level sums "
+        "over one step-wide normaliser).",
+    )
     torch_threads: int | None = Field(
         None,
         ge=1,

@@ -60,6 +60,7 @@ def hyper_from_spec(rl: Any, model: Any, seed: int) -> RLHyper:
         competence_max=getattr(rl, "competence_max", 1.0),
         save_steps=rl.save_steps,
         max_new_tokens=model.prompt.max_new_tokens,
+        micro_batch_size=rl.micro_batch_size,
         seed=seed,
     )
 

@@ -353,7 +353,7 @@ class SalvageDSTrainer:
                     top_k=0,
                     top_p=1.0,
                     pad_token_id=tok.pad_token_id,
-                    eos_token_id=sorted(self.stop_ids - {tok.pad_token_id}) or tok.eos_token_id,
+                    eos_token_id=sorted(self.stop_ids),
                 )
             new = seqs[:, batch["input_ids"].shape[1] :].tolist()
             out.extend(cut_at_stop(ids, self.stop_ids) for ids in new)
@@ -441,93 +441,105 @@ class SalvageDSTrainer:
     def loss_and_backward(
         self, pg_groups: Sequence[Group], anchor_groups: Sequence[Group]
     ) -> StepLosses:
-        """Accumulate the gradient of PG(pg_groups) + anchor_weight * NLL(anchor_groups)."""
-        import torch
+        """Accumulate the gradient of PG(pg_groups) + anchor_weight * NLL(anchor_groups).
 
-        from rmsweb.train.salvage_ds.loss import action_anchor, clipped_surrogate, group_advantages
-
-        h = self.h
+        Each term is a token mean over the whole step (its normaliser is the step's token
+        count), computed in micro-batches of `micro_batch_size` sequences.
+        """
         self.model.train()
-        chunk = self.h.micro_batch_size or 1 << 30
-        total = 0.0
-        pg_sum = kl_sum = clipped = 0.0
-        group_pg: dict[int, float] = {}
-        group_anchor: dict[int, float] = {}
-        # ---- PG over the accepted groups' sampled completions
-        seqs = [(gi, c) for gi, g in enumerate(pg_groups) for c in g.completions]
-        pg_tokens = float(sum(len(c) for _, c in seqs))
-        if seqs:
-            rewards = torch.tensor([g.rewards for g in pg_groups], dtype=torch.float32)
-            advantages = group_advantages(rewards).reshape(-1).to(self._device())
-            per_group = torch.zeros(len(pg_groups))
-            per_group_tokens = torch.zeros(len(pg_groups))
-            for start in range(0, len(seqs), chunk):
-                part = seqs[start : start + chunk]
-                batch = self.collate(
-                    [pg_groups[gi].prompt for gi, _ in part],
-                    [c for _, c in part],
-                    [[1.0] * len(c) for _, c in part],
-                )
-                logps = self._logps(self.model, batch)
-                ref = self._ref_logps(batch) if h.beta > 0 else None
-                loss, stats = clipped_surrogate(
-                    logps,
-                    logps.detach(),  # on-policy: one update per generated batch
-                    advantages[start : start + len(part)],
-                    batch["loss_mask"],
-                    epsilon=h.epsilon,
-                    epsilon_high=h.epsilon_high,
-                    normalizer=pg_tokens,
-                    beta=h.beta,
-                    ref_logps=ref,
-                )
-                loss.backward()
-                total += float(loss.detach())
-                pg_sum += float(loss.detach())
-                kl_sum += stats.kl_sum
-                clipped += stats.clipped_tokens
-                gis = torch.tensor([gi for gi, _ in part])
-                per_group.index_add_(0, gis, stats.per_sequence_loss.cpu())
-                per_group_tokens.index_add_(0, gis, stats.per_sequence_tokens.cpu())
-            group_pg = {
-                gi: float(per_group[gi] / per_group_tokens[gi].clamp(min=1))
-                for gi in range(len(pg_groups))
-            }
-        # ---- anchor: NLL of the reference action's tokens on the rejected groups' states
-        anchored = [g for g in anchor_groups if g.anchor_ids is not None]
-        anchor_tokens = float(sum(sum(g.anchor_mask or []) for g in anchored))
-        anchor_sum = 0.0
-        weight = h.algorithm.anchor_weight
-        if anchored and anchor_tokens > 0 and weight > 0:
-            for start in range(0, len(anchored), chunk):
-                part = anchored[start : start + chunk]
-                batch = self.collate(
-                    [g.prompt for g in part],
-                    [g.anchor_ids or [] for g in part],
-                    [g.anchor_mask or [] for g in part],
-                )
-                logps = self._logps(self.model, batch)
-                nll, stats = action_anchor(logps, batch["loss_mask"], normalizer=anchor_tokens)
-                (weight * nll).backward()
-                total += weight * float(nll.detach())
-                anchor_sum += float(nll.detach())
-                for k, g in enumerate(part):
-                    n = float(stats.per_sequence_tokens[k])
-                    group_anchor[id(g)] = float(stats.per_sequence_nll[k]) / max(n, 1.0)
+        pg = self._pg_backward(pg_groups)
+        anchor = self._anchor_backward(anchor_groups)
+        weight = self.h.algorithm.anchor_weight
         nan = math.nan
         return StepLosses(
-            loss=total,
-            pg_loss=pg_sum if seqs else nan,
-            anchor_loss=anchor_sum if anchor_tokens and weight > 0 else nan,
-            kl=kl_sum / pg_tokens if seqs and h.beta > 0 else nan,
-            clip_fraction=clipped / pg_tokens if seqs else nan,
-            pg_tokens=pg_tokens,
-            anchor_tokens=anchor_tokens,
-            group_pg_loss=group_pg,
-            group_anchor_loss={
-                i: group_anchor[id(g)] for i, g in enumerate(anchor_groups) if id(g) in group_anchor
-            },
+            loss=(pg["loss"] if pg["tokens"] else 0.0)
+            + (weight * anchor["loss"] if anchor["tokens"] else 0.0),
+            pg_loss=pg["loss"] if pg["tokens"] else nan,
+            anchor_loss=anchor["loss"] if anchor["tokens"] else nan,
+            kl=pg["kl_sum"] / pg["tokens"] if pg["tokens"] and self.h.beta > 0 else nan,
+            clip_fraction=pg["clipped"] / pg["tokens"] if pg["tokens"] else nan,
+            pg_tokens=pg["tokens"],
+            anchor_tokens=anchor["tokens"],
+            group_pg_loss=pg["per_group"],
+            group_anchor_loss=anchor["per_group"],
         )
+
+    def _pg_backward(self, groups: Sequence[Group]) -> dict[str, Any]:
+        """Clipped surrogate over every sampled completion of the given groups."""
+        import torch
+
+        from rmsweb.train.salvage_ds.loss import clipped_surrogate, group_advantages
+
+        h = self.h
+        out: dict[str, Any] = {"loss": 0.0, "tokens": 0.0, "kl_sum": 0.0, "clipped": 0.0}
+        seqs = [(gi, c) for gi, g in enumerate(groups) for c in g.completions]
+        out["tokens"] = float(sum(len(c) for _, c in seqs))  # every completion token counts
+        out["per_group"] = {}
+        if not seqs:
+            return out
+        rewards = torch.tensor([g.rewards for g in groups], dtype=torch.float32)
+        advantages = group_advantages(rewards).reshape(-1).to(self._device())
+        loss_sum = torch.zeros(len(groups))
+        token_sum = torch.zeros(len(groups))
+        chunk = h.micro_batch_size or len(seqs)
+        for start in range(0, len(seqs), chunk):
+            part = seqs[start : start + chunk]
+            batch = self.collate(
+                [groups[gi].prompt for gi, _ in part],
+                [c for _, c in part],
+                [[1.0] * len(c) for _, c in part],  # incl. the stop token, as TRL
+            )
+            logps = self._logps(self.model, batch)
+            loss, stats = clipped_surrogate(
+                logps,
+                logps.detach(),  # on-policy: one update per generated batch
+                advantages[start : start + len(part)],
+                batch["loss_mask"],
+                epsilon=h.epsilon,
+                epsilon_high=h.epsilon_high,
+                normalizer=out["tokens"],
+                beta=h.beta,
+                ref_logps=self._ref_logps(batch) if h.beta > 0 else None,
+            )
+            loss.backward()
+            out["loss"] += float(loss.detach())
+            out["kl_sum"] += stats.kl_sum
+            out["clipped"] += stats.clipped_tokens
+            index = torch.tensor([gi for gi, _ in part])
+            loss_sum.index_add_(0, index, stats.per_sequence_loss.cpu())
+            token_sum.index_add_(0, index, stats.per_sequence_tokens.cpu())
+        out["per_group"] = {
+            gi: float(loss_sum[gi] / token_sum[gi].clamp(min=1)) for gi in range(len(groups))
+        }
+        return out
+
+    def _anchor_backward(self, groups: Sequence[Group]) -> dict[str, Any]:
+        """anchor_weight x NLL of the reference action's tokens, one sequence per group."""
+        from rmsweb.train.salvage_ds.loss import action_anchor
+
+        weight = self.h.algorithm.anchor_weight
+        anchored = [(i, g) for i, g in enumerate(groups) if g.anchor_ids is not None]
+        out: dict[str, Any] = {"loss": 0.0, "per_group": {}}
+        out["tokens"] = float(sum(sum(g.anchor_mask or []) for _, g in anchored))
+        if not out["tokens"] or weight <= 0:
+            out["tokens"] = 0.0
+            return out
+        chunk = self.h.micro_batch_size or len(anchored)
+        for start in range(0, len(anchored), chunk):
+            part = anchored[start : start + chunk]
+            batch = self.collate(
+                [g.prompt for _, g in part],
+                [g.anchor_ids or [] for _, g in part],
+                [g.anchor_mask or [] for _, g in part],
+            )
+            logps = self._logps(self.model, batch)
+            nll, stats = action_anchor(logps, batch["loss_mask"], normalizer=out["tokens"])
+            (weight * nll).backward()
+            out["loss"] += float(nll.detach())
+            for k, (i, _) in enumerate(part):
+                n = max(float(stats.per_sequence_tokens[k]), 1.0)
+                out["per_group"][i] = float(stats.per_sequence_nll[k]) / n
+        return out
 
     def _logps(self, model: Any, batch: dict[str, Any]) -> Any:
         from rmsweb.train.salvage_ds.loss import completion_logps
