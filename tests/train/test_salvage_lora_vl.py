@@ -78,9 +78,11 @@ def test_lora_on_tiny_vl(vl_dir: Path, tmp_path: Path, script_generation: Any) -
     assert trainer.generate([0, 1], 1, 0) == sampled
 
     assert all("lora_" in n for n, p in trainer.model.named_parameters() if p.requires_grad)
-    script_generation(trainer, [0.5, 0.5], exact=True)  # contrast in both groups: PG + KL
+    # State 0 has contrast (PG + KL), state 1 is always wrong (anchored, with its image).
+    script_generation(trainer, [0.5, 0.0], exact=True)
     result = trainer.train()
-    assert [r["accepted"] for r in result.curve] == [2, 2]
+    assert [r["accepted"] for r in result.curve] == [1, 1]
+    assert all(r["anchor_loss"] > 0 and r["pg_loss"] == r["pg_loss"] for r in result.curve)
     assert result.curve[1]["kl"] > 0  # adapters moved the policy off its reference
 
     merged = trainer.final_model()
