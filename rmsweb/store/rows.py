@@ -87,6 +87,10 @@ class MinedStateRow:
     weight: float
     task_id: str = ""  # (added) for per-task analysis
     instruction: str = ""  # (added) needed to rebuild the prompt
+    # (added) JSON {element id: [x, y, width, height]} of the page's elements, so the RL
+    # reward can credit a click_xy whose point lies inside the reference target's box;
+    # None where the suite has no boxes (text models).
+    element_boxes: str | None = None
 
 
 @dataclass(slots=True)
@@ -97,9 +101,11 @@ class RLGroupRow:
     mean: float
     std: float
     accepted: bool
-    reason: str  # accepted, no_contrast, too_hard, too_easy, ...
-    pg_loss: float | None
-    anchor_loss: float | None
+    reason: str  # accepted, ungated, all_wrong, all_right, low_std, too_hard, too_easy
+    pg_loss: float | None  # mean surrogate loss over the group's completion tokens (PG groups)
+    anchor_loss: float | None  # mean NLL of the reference action's tokens (anchored groups)
+    resample_round: int = 0  # (added) 0: the step's first draw; k: k-th resampling round
+    frac_correct: float = 0.0  # (added) share of semantically correct samples (competence)
 
 
 @dataclass(slots=True)
