@@ -57,7 +57,9 @@ def test_leaving_a_miniwob_page_is_a_step_error_not_an_env_error() -> None:
     assert ep.error is None and ep.env_retries == 0  # no rerun, nothing dropped
     assert ep.success and ep.n_steps == 4
     leave = "(it would leave the task page)"
-    assert rec.steps[0].env_error == f"navigation to {base}/miniwob/click-link.html is blocked {leave}"
+    assert (
+        rec.steps[0].env_error == f"navigation to {base}/miniwob/click-link.html is blocked {leave}"
+    )
     assert rec.steps[1].env_error == f"navigation to {task_url} is blocked {leave}"
     assert rec.steps[2].env_error.startswith("navigation to http://example.com/ is blocked")
     # the policy saw each refusal in its next observation
