@@ -128,6 +128,32 @@ class EvalRow:
 
 
 @dataclass(slots=True)
+class JudgmentRow:
+    """(added) One call of an LLM judge about one episode, or a verdict it reached
+    without a call (`note` says why). Deciding calls carry the verdict; a WebJudge
+    screenshot call carries its 1-5 score."""
+
+    episode_id: str  # the judged episode (imported runs: "import/<task_id>")
+    task_id: str
+    protocol: str  # webvoyager, webjudge, webtailbench
+    call: str  # verdict (one-call protocols), key_points, image_score, final
+    index: int  # the screenshot of an image_score call; 0 otherwise
+    inputs_hash: str  # sha256 of the request (model, messages with images, parameters)
+    model: str
+    output_text: str
+    verdict: str | None  # "success" / "failure" on deciding calls, else None
+    score: float | None  # image_score: 1-5, 0 when unparsable; else None
+    parse_ok: bool  # the output had the form the protocol expects
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float  # at the judge's prices; 0 for answers from the cache
+    cached: bool  # answered from the response cache: nothing spent now
+    latency_s: float
+    created_at: float = 0.0  # unix seconds
+    note: str | None = None  # e.g. "no answer: NOT SUCCESS without a call"
+
+
+@dataclass(slots=True)
 class EpisodeRecord:
     """One finished episode as the runner hands it to a sink."""
 
