@@ -25,8 +25,13 @@ test: $(STAMP) $(SKY_STAMP) chromium  ## the default test tier (CPU, offline)
 faults: $(STAMP) chromium  ## the whole fault-injection suite (kill -9 of stages, full disk, ...)
 	pytest -q -m faults tests/faults
 
-readme:  ## paste the default experiment's report tables into README.md
+STUDY ?= miniwob-cpu-paper
+
+readme:  ## paste the default experiment's and the paper study's report tables into README.md
 	python -m rmsweb.report.readme runs/report/$(EXPERIMENT)/report.md README.md
+	@if [ -f runs/report/$(STUDY)/report.md ]; then \
+	  python -m rmsweb.report.readme runs/report/$(STUDY)/report.md README.md paper; \
+	else echo "no runs/report/$(STUDY)/report.md: run 'dvc repro report_$(STUDY)' for the paper table"; fi
 
 smoke: $(STAMP) chromium  ## every stage on a CI-sized experiment (a few minutes)
 	dvc repro report_smoke

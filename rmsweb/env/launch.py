@@ -12,6 +12,9 @@ from rmsweb.errors import UserError
 
 # Without the networking flags Chromium keeps calling home, which floods a closed
 # network with failing requests; GPU and sandbox are unavailable in containers.
+# Site isolation trials off: cross-site iframes then stay in the page's renderer, so the
+# navigation guard's request interception (guard.py) sees their requests too; with
+# isolation on they run as separate targets whose requests bypass it (measured).
 LAUNCH_FLAGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -20,6 +23,7 @@ LAUNCH_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--disable-site-isolation-trials",
 )
 SYSTEM_CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 INSTALL_HINT = (

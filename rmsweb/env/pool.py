@@ -8,6 +8,9 @@ machines while a page reset costs ~80 ms. A slot's context is still replaced eve
 collection run would otherwise turn into gigabytes. Recovery is per slot: after an environment
 error the slot's context is thrown away; a dead or hung browser is killed (its whole
 process group) and relaunched; every slot then gets a fresh context lazily.
+
+Every context carries the navigation guard (guard.py) when the pool has a policy:
+allowed origins for offline suites, the safety policy for live ones.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rmsweb.env.errors import EnvError
+from rmsweb.env.guard import GuardLog, NavigationPolicy, install_guard, offline_policy
 from rmsweb.env.launch import (
     LAUNCH_FLAGS,
     find_chromium,
@@ -42,15 +46,21 @@ class Slot:
     generation: int = -1  # the browser launch this context belongs to
     broken: bool = False  # crashed, hung, or left in an unknown state
     episodes: int = 0  # episodes served by the current context
-    blocked: list[str] = field(default_factory=list)  # URLs the origin guard refused
+    guard: GuardLog | None = None  # the navigation guard's state (None: no guard)
+
+    @property
+    def blocked(self) -> GuardLog | None:
+        """The guard log under the name the episode runner passes to PageSession."""
+        return self.guard
 
 
 class BrowserPool:
     """Launch Chromium once; hand out `contexts` isolated slots; recover from crashes.
 
     Use as `async with BrowserPool(2) as pool: async with pool.slot() as s: page = await
-    pool.page(s)`. `allowed_origins` (e.g. ["http://127.0.0.1:8000"]) blocks every
-    document request to any other origin; None allows all (live suites).
+    pool.page(s)`. `policy` is the navigation guard of every context (guard.py);
+    `allowed_origins` (e.g. ["http://127.0.0.1:8000"]) is short for the offline policy
+    that refuses every request to any other origin. With neither, pages load anything.
     """
 
     def __init__(
@@ -59,6 +69,7 @@ class BrowserPool:
         *,
         viewport: tuple[int, int] = (1024, 768),
         allowed_origins: Sequence[str] | None = None,
+        policy: NavigationPolicy | None = None,
         executable: str | None = None,
         launch_timeout_s: float = 30.0,
         op_timeout_s: float = 10.0,
@@ -71,7 +82,11 @@ class BrowserPool:
         self.recycle_after = recycle_after
         self.contexts = contexts
         self.viewport = viewport
-        self.allowed_origins = tuple(allowed_origins) if allowed_origins is not None else None
+        if policy is not None and allowed_origins is not None:
+            raise ValueError("give either allowed_origins or policy, not both")
+        if allowed_origins is not None:
+            policy = offline_policy(allowed_origins)
+        self.policy = policy
         self._executable = executable
         self.launch_timeout_s = launch_timeout_s
         self.op_timeout_s = op_timeout_s  # creating/closing contexts
@@ -195,6 +210,8 @@ class BrowserPool:
                 await self._relaunch_locked()
         fresh = slot.generation == self.generation and not slot.broken
         if fresh and slot.page is not None and not slot.page.is_closed():
+            if slot.guard is not None:
+                slot.guard.reset()  # a new episode: no refusals, no pinned page yet
             return slot.page
         await self._close_context(slot)
         try:
@@ -231,7 +248,7 @@ class BrowserPool:
         slot.generation = self.generation
         slot.broken = False
         slot.episodes = 0
-        slot.blocked.clear()
+        slot.guard = None
 
         def on_crash(_: Any) -> None:
             slot.broken = True
@@ -241,8 +258,9 @@ class BrowserPool:
         ctx.on(
             "page", lambda p: asyncio.ensure_future(_close_quietly(p)) if p is not page else None
         )
-        if self.allowed_origins is not None:
-            await install_origin_guard(ctx, page, self.allowed_origins, slot.blocked)
+        if self.policy is not None:
+            slot.guard = GuardLog(self.policy)
+            await install_guard(ctx, page, slot.guard)
 
     async def _close_context(self, slot: Slot) -> None:
         ctx, slot.context, slot.page = slot.context, None, None
@@ -262,43 +280,3 @@ async def _close_quietly(page: Any) -> None:
 def _alive(pid: int) -> bool:
     # A killed browser lingers as a zombie (Z); a stopped one (T) never answers again.
     return process_state(pid) not in (None, "Z", "X", "T")
-
-
-async def install_origin_guard(
-    context: Any, page: Any, allowed: Sequence[str], blocked: list[str]
-) -> None:
-    """Refuse every document (page or frame) request outside `allowed` origins.
-
-    Uses CDP request interception for documents only: Playwright's `route()` would also
-    intercept every script and image and switch off the HTTP cache (~25 ms per reset).
-    Refused URLs are appended to `blocked` so the step can report them.
-    """
-    cdp = await context.new_cdp_session(page)
-    prefixes = tuple(o.rstrip("/") + "/" for o in allowed)
-
-    def ok(url: str) -> bool:
-        return (
-            url.startswith(prefixes)
-            or url.rstrip("/") in allowed
-            or url.startswith(("about:", "data:", "blob:", "chrome-error:"))
-        )
-
-    async def paused(event: dict[str, Any]) -> None:
-        url = event["request"]["url"]
-        try:
-            if ok(url):
-                await cdp.send("Fetch.continueRequest", {"requestId": event["requestId"]})
-            else:
-                blocked.append(url)
-                await cdp.send(
-                    "Fetch.failRequest",
-                    {"requestId": event["requestId"], "errorReason": "BlockedByClient"},
-                )
-        except Exception as exc:  # the page went away meanwhile
-            log.debug("origin guard: %s", exc)
-
-    cdp.on("Fetch.requestPaused", paused)
-    await cdp.send(
-        "Fetch.enable",
-        {"patterns": [{"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"}]},
-    )

@@ -4,12 +4,22 @@ Every browser call goes through `call()`, which turns a hang (no answer within t
 action timeout) or a vanished page into an EnvError. Everything the page survives (an
 unknown id, a covered element, a blocked URL, an unknown key) comes back from
 `execute()` as a step error string that the next observation shows.
+
+Navigation is the policy's business, not the environment's:
+- a URL the navigation guard refuses (guard.py) leaves the page where it was; `goto`
+  returns the refusal as its step error, and a refused link or script navigation is
+  noted in the next observation;
+- a page that is slow to load is waited for up to `navigation_timeout_s` (a page's
+  scripts cannot run while its next document is pending, so a plain call would look
+  hung); past that, loading is stopped and the next observation says so. Only a page
+  that does not answer with no navigation pending is an environment error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Sequence
 from contextlib import suppress
 from typing import Any, TypeVar
@@ -20,6 +30,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from rmsweb.env.actions import Action
 from rmsweb.env.errors import EnvError, is_gone
+from rmsweb.env.guard import GuardLog, NavigationPolicy, offline_policy
 from rmsweb.env.observe import ID_ATTR, build_observation, observe_args, parse_raw, script
 from rmsweb.env.types import Box, Observation
 
@@ -39,17 +50,30 @@ class PageSession:
         exclude: Sequence[str] = (),
         screenshot_clip: Box | None = None,
         allowed_origins: Sequence[str] | None = None,
-        blocked: list[str] | None = None,
+        blocked: GuardLog | None = None,
+        guard: GuardLog | None = None,
+        navigation_timeout_s: float | None = None,
     ) -> None:
+        """`guard` is the slot's guard log (`slot.guard`; `blocked` is the same under the
+        name the episode runner uses). Without one, `goto` still refuses what the
+        offline policy of `allowed_origins` refuses, and browser-internal schemes."""
         self.page = page
         self.action_timeout_s = action_timeout_s
+        self.navigation_timeout_s = max(navigation_timeout_s or 30.0, action_timeout_s)
         self.exclude = tuple(exclude)
         self.screenshot_clip = screenshot_clip
-        self.allowed_origins = tuple(allowed_origins) if allowed_origins is not None else None
+        self.guard = guard if guard is not None else blocked
+        if self.guard is not None:
+            self._policy = self.guard.policy
+        elif allowed_origins is not None:
+            self._policy = offline_policy(allowed_origins)
+        else:  # no guard: refuse at least file:, javascript:, ... in goto
+            self._policy = NavigationPolicy(allow_private=True, resolve_hosts=False)
         self.next_id = 1
         self.navigations = 0  # main-frame navigations since tracking started
-        self._blocked = blocked if blocked is not None else []
-        self._blocked_seen = len(self._blocked)
+        self._refusals_seen = len(self.guard.refusals) if self.guard is not None else 0
+        self._notes: list[str] = []  # what the next observation reports (stopped loads)
+        self._pending: set[Any] = set()  # main-frame document requests in flight
         self._tracking = False
 
     # ------------------------------------------------------------------ plumbing
@@ -74,12 +98,40 @@ class PageSession:
         for attempt in range(3):
             try:
                 return await self.call(self.page.evaluate(source, arg), what)
+            except EnvError:
+                # No answer: a pending navigation blocks the page's scripts until its
+                # document commits. Wait for it (or stop it), then ask again.
+                if attempt < 2 and await self._settle_navigation():
+                    continue
+                raise
             except PlaywrightError as exc:
                 if attempt < 2 and any(s in str(exc) for s in _NAVIGATED):
                     await self._wait_loaded()
                     continue
                 raise EnvError(f"{what}: {_first_line(exc)}") from exc
         raise AssertionError("unreachable")
+
+    async def _settle_navigation(self) -> bool:
+        """If a main-frame document is loading, wait for it up to navigation_timeout_s,
+        then stop it; True when there was one (the page was busy, not hung)."""
+        if not self._pending:
+            return False
+        deadline = time.monotonic() + self.navigation_timeout_s
+        while self._pending and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if self._pending:
+            url = next(iter(self._pending)).url
+            self._pending.clear()
+            cdp = await self.call(self.page.context.new_cdp_session(self.page), "stop loading")
+            try:
+                await self.call(cdp.send("Page.stopLoading"), "stop loading")
+            finally:
+                with suppress(PlaywrightError):
+                    await cdp.detach()
+            self._notes.append(
+                f"{url} did not load within {self.navigation_timeout_s:g} s; loading was stopped"
+            )
+        return True
 
     async def _wait_loaded(self) -> None:
         # An error page also counts as loaded; the observation will show it.
@@ -93,20 +145,41 @@ class PageSession:
             )
 
     def track_navigation(self) -> None:
-        """Count main-frame navigations from now on (for `go_back`)."""
+        """Count main-frame navigations from now on (for `go_back`), and follow main-frame
+        document loads in flight (to tell a loading page from a hung one)."""
         if not self._tracking:
             self.page.on("framenavigated", self._on_navigated)
+            self.page.on("request", self._on_request)
+            self.page.on("requestfailed", self._on_request_done)
             self._tracking = True
+
+    def pin_page(self) -> None:
+        """From now on refuse any new main-frame document (single-page tasks): leaving or
+        reloading the task page becomes a step error instead of a lost episode."""
+        if self.guard is not None:
+            self.guard.pin()
 
     def close(self) -> None:
         """Detach listeners (the page is reused by the next episode)."""
         if self._tracking:
             self.page.remove_listener("framenavigated", self._on_navigated)
+            self.page.remove_listener("request", self._on_request)
+            self.page.remove_listener("requestfailed", self._on_request_done)
             self._tracking = False
 
     def _on_navigated(self, frame: Any) -> None:
         if frame == self.page.main_frame:
             self.navigations += 1
+            self._pending.clear()
+
+    def _on_request(self, request: Any) -> None:
+        if request.is_navigation_request() and request.frame == self.page.main_frame:
+            self._pending.add(request)
+            if request.redirected_from is not None:
+                self._pending.discard(request.redirected_from)
+
+    def _on_request_done(self, request: Any) -> None:
+        self._pending.discard(request)
 
     # ------------------------------------------------------------------ observe
 
@@ -121,9 +194,7 @@ class PageSession:
         png = None
         if screenshot:
             png = await self._screenshot(raw.elements if marks else None)
-        blocked = self._new_blocked()
-        if blocked:
-            note = f"navigation to {blocked[-1]} was blocked (outside the task's site)"
+        for note in self._new_notes():
             last_error = f"{last_error}; {note}" if last_error else note
         return build_observation(raw, png, last_error)
 
@@ -143,10 +214,19 @@ class PageSession:
             await self.evaluate(script("marks.js"), [False, []], "set-of-marks")
         return png
 
-    def _new_blocked(self) -> list[str]:
-        new = self._blocked[self._blocked_seen :]
-        self._blocked_seen = len(self._blocked)
-        return new
+    def _new_notes(self) -> list[str]:
+        """Refused navigations and stopped loads since the last observation (the last
+        refusal only: one click can be refused several times over redirects)."""
+        notes, self._notes = self._notes, []
+        if self.guard is not None:
+            new = self.guard.refusals[self._refusals_seen :]
+            self._refusals_seen = len(self.guard.refusals)
+            refused = [r for r in new if r.navigation]
+            if refused:
+                notes.insert(
+                    0, f"navigation to {refused[-1].url} was blocked ({refused[-1].reason})"
+                )
+        return notes
 
     # ------------------------------------------------------------------ act
 
@@ -167,7 +247,10 @@ class PageSession:
         return err
 
     async def _probe(self) -> None:
-        """After a Playwright timeout: is the page merely busy with the action, or hung?"""
+        """After a Playwright timeout: is the page loading, merely busy with the action,
+        or hung?"""
+        if await self._settle_navigation():
+            return
         await self.call(self.page.evaluate("1"), "liveness probe", min(2.0, self.action_timeout_s))
 
     async def _target(self, target: str | None, mode: str) -> dict[str, Any]:
@@ -207,26 +290,35 @@ class PageSession:
             return None
         if a.type == "goto":
             url = a.text or ""
-            if self.allowed_origins is not None and not _allowed(url, self.allowed_origins):
-                return f"navigation to {url} is blocked (outside the task's site)"
+            reason = (
+                await self.guard.decide(url, navigation=True)
+                if self.guard is not None
+                else await self._policy.check(url, navigation=True)
+            )
+            if reason is not None:
+                return f"navigation to {url} is blocked ({reason})"
+            nav_ms = self.navigation_timeout_s * 1000
             await self.call(
-                page.goto(url, wait_until="domcontentloaded", timeout=ms), "goto", ms / 1000 + 1
+                page.goto(url, wait_until="domcontentloaded", timeout=nav_ms),
+                "goto",
+                self.navigation_timeout_s + 1,
             )
             return None
         if a.type == "go_back":
             if self.navigations == 0:
                 return "there is no previous page in this episode"
+            if self.guard is not None and self.guard.pinned:
+                return "navigation back is blocked (it would leave the task page)"
+            nav_ms = self.navigation_timeout_s * 1000
             await self.call(
-                page.go_back(wait_until="domcontentloaded", timeout=ms), "go_back", ms / 1000 + 1
+                page.go_back(wait_until="domcontentloaded", timeout=nav_ms),
+                "go_back",
+                self.navigation_timeout_s + 1,
             )
             return None
         if a.type in ("answer", "stop"):
             return None  # ends the episode; nothing to do in the page
         return f"unknown action type {a.type!r}"
-
-
-def _allowed(url: str, origins: Sequence[str]) -> bool:
-    return any(url == o or url.startswith(o.rstrip("/") + "/") for o in origins)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -7,7 +7,7 @@ judges and reflectors of these types; the concrete ones live beside this module.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rmsweb.store.rows import EpisodeRecord
@@ -42,3 +42,15 @@ class ChatModel(Protocol):
     """A chat endpoint (an OpenAI-compatible teacher or judge): (text, usage) per call."""
 
     async def chat(self, messages: list[dict[str, Any]]) -> tuple[str, dict[str, int]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeOutcome:
+    """What a live-benchmark judge (WebVoyager, WebJudge, WebTailBench) concludes about an
+    episode."""
+
+    protocol: str
+    success: bool
+    parse_ok: bool  # the deciding reply had the protocol's form (else: failure)
+    reason: str = ""  # the deciding reply (or why no call was made)
+    details: dict = field(default_factory=dict)  # e.g. WebJudge key points and scores

@@ -1,8 +1,11 @@
 """Paste a report's result tables into README.md, between marker comments.
 
     python -m rmsweb.report.readme runs/report/miniwob-cpu/report.md README.md
+    python -m rmsweb.report.readme runs/report/<study>/report.md README.md paper
 
-The README's numbers are then the report stage's output, not typed by hand.
+The third argument names the marker pair (`<!-- paper:start -->` ... `:end -->`;
+default `results`) and which sections are pasted (SECTIONS). The README's numbers
+are then the report stage's output, not typed by hand.
 """
 
 from __future__ import annotations
@@ -11,14 +14,21 @@ import re
 import sys
 from pathlib import Path
 
-START, END = "<!-- results:start -->", "<!-- results:end -->"
-SECTIONS = ("Results", "Per-task success")
+# Marker name -> the report sections whose tables go between its markers.
+SECTIONS = {
+    "results": ("Results", "Per-task success"),
+    "paper": ("Arms over training seeds (test split)",),
+}
 
 
-def extract(report_md: str) -> str:
-    """The tables of the report's Results and Per-task sections."""
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def extract(report_md: str, sections: tuple[str, ...] = SECTIONS["results"]) -> str:
+    """The tables of the named report sections."""
     out = []
-    for title in SECTIONS:
+    for title in sections:
         m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", report_md, re.S | re.M)
         if not m:
             continue
@@ -41,18 +51,25 @@ def _tables(section: str) -> list[str]:
     return tables
 
 
-def paste(readme: str, tables: str, source: str) -> str:
-    if START not in readme or END not in readme:
-        raise SystemExit(f"README has no {START} ... {END} markers")
-    head, rest = readme.split(START, 1)
-    _, tail = rest.split(END, 1)
-    body = f"{START}\n_From `{source}` (written by the report stage)._\n\n{tables}\n{END}"
+def paste(readme: str, tables: str, source: str, name: str = "results") -> str:
+    start, end = markers(name)
+    if start not in readme or end not in readme:
+        raise SystemExit(f"README has no {start} ... {end} markers")
+    head, rest = readme.split(start, 1)
+    _, tail = rest.split(end, 1)
+    body = f"{start}\n_From `{source}` (written by the report stage)._\n\n{tables}\n{end}"
     return head + body + tail
 
 
 def main(argv: list[str]) -> None:
     report, readme = Path(argv[0]), Path(argv[1])
-    readme.write_text(paste(readme.read_text(), extract(report.read_text()), argv[0]))
+    name = argv[2] if len(argv) > 2 else "results"
+    if name not in SECTIONS:
+        raise SystemExit(f"unknown marker {name!r}; one of {', '.join(SECTIONS)}")
+    if not report.is_file():
+        raise SystemExit(f"{report} does not exist: run its report stage first (`dvc repro`).")
+    tables = extract(report.read_text(), SECTIONS[name])
+    readme.write_text(paste(readme.read_text(), tables, argv[0], name))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from .collect import ExpertTeacher, OpenAIEndpoint
 from .common import Name, SpecFieldError, SpecModel
+from .prices import TokenPrices
 
 
 class ExpertPolicy(SpecModel):
@@ -33,6 +34,10 @@ class CheckpointPolicy(SpecModel):
     kind: Literal["checkpoint"] = "checkpoint"
     name: Name = Field(..., description="Policy name in tables and reports.")
     source: Literal["sft", "rl"] = Field(..., description="Which stage's checkpoint.")
+    prices: TokenPrices = Field(
+        default_factory=TokenPrices,
+        description="Token prices of serving this checkpoint, for the report's cost per task.",
+    )
 
 
 class OpenAIPolicy(OpenAIEndpoint):
@@ -40,6 +45,10 @@ class OpenAIPolicy(OpenAIEndpoint):
 
     kind: Literal["openai"] = "openai"
     name: Name = Field(..., description="Policy name in tables and reports.")
+    prices: TokenPrices = Field(
+        default_factory=TokenPrices,
+        description="Token prices of the endpoint, for the report's cost per task.",
+    )
 
 
 PolicySpec = Annotated[

@@ -43,6 +43,19 @@ class _RLBase(SpecModel):
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     reward: RewardSpec = Field(default_factory=RewardSpec, description="Reward function.")
     save_steps: int = Field(50, ge=1, description="Checkpoint every N steps (resume point).")
+    micro_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="Sequences per forward/backward and per generate call (null: the whole "
+        "batch). Lower it when memory runs out; the gradient stays the same (token-level sums "
+        "over one step-wide normaliser).",
+    )
+    torch_threads: int | None = Field(
+        None,
+        ge=1,
+        description="CPU threads for torch (null: all cores). On a shared or small CPU use 1: "
+        "token-by-token sampling is overhead-bound and extra threads only contend.",
+    )
 
     @model_validator(mode="after")
     def _shapes(self) -> _RLBase:
@@ -109,6 +122,12 @@ class SalvageDS(_RLBase, _GateMixin):
     gate: bool = Field(True, description="Apply the contrast-and-competence gate.")
     anchor_weight: float = Field(
         0.5, ge=0, description="Weight of the action-only NLL on rejected groups (0: off)."
+    )
+    max_resample: int = Field(
+        0,
+        ge=0,
+        description="Resampling rounds to refill a batch with accepted groups (0: anchor only; "
+        "rejected groups of every round are anchored).",
     )
 
     @model_validator(mode="after")

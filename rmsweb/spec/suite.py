@@ -3,13 +3,38 @@
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .common import SeedRange, SpecFieldError, SpecModel
 from .miniwob_tasks import MINIWOB_TASKS
+from .prices import TokenPrices
 from .serve import VLLMServer, local_port
+
+# Values of the bundled task files' `web_name` (WebVoyager) and `category` (WebTailBench),
+# so `rmsweb validate` catches a misspelt filter before any compute is spent.
+WEBVOYAGER_SITES = (
+    "Allrecipes", "Amazon", "Apple", "ArXiv", "BBC News", "Booking", "Cambridge Dictionary",
+    "Coursera", "ESPN", "GitHub", "Google Flights", "Google Map", "Google Search",
+    "Huggingface", "Wolfram Alpha",
+)  # fmt: skip
+WEBTAILBENCH_CATEGORIES = (
+    "shopping_head", "flights", "hotels_head", "restaurants_tail", "things_to_do", "ticketing",
+    "realestate_complex", "jobs", "shopping_lists_tail", "price_comparison",
+    "compositional_tasks_v2",
+)  # fmt: skip
+
+
+def _known(values: list[str], known: tuple[str, ...], what: str) -> list[str]:
+    unknown = [v for v in values if v not in known]
+    if unknown:
+        hints = []
+        for v in unknown:
+            close = difflib.get_close_matches(v, known, n=3, cutoff=0.5)
+            hints.append(f"{v!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        raise ValueError(f"unknown {what} " + "; ".join(hints) + f". Known: {', '.join(known)}.")
+    return values
 
 
 class BrowserSpec(SpecModel):
@@ -97,9 +122,22 @@ class MiniWoBSuite(SpecModel):
         return self
 
 
-class JudgeSpec(SpecModel):
-    """An LLM judge behind an OpenAI-compatible endpoint (vLLM, hosted)."""
+JudgeProtocol = Literal["suite", "webvoyager", "webjudge", "webtailbench"]
 
+
+class JudgeSpec(SpecModel):
+    """An LLM judge behind an OpenAI-compatible endpoint (vLLM, hosted).
+
+    The protocol (prompts, screenshots shown, verdict parsing) is the benchmark's own:
+    WebVoyager's auto-evaluation, Online-Mind2Web's WebJudge, WebTailBench's YES/NO
+    evaluator. Fields left null take the protocol's published value.
+    """
+
+    protocol: JudgeProtocol = Field(
+        "suite",
+        description="Judge protocol; suite: the benchmark's own (webvoyager, webjudge for "
+        "online_mind2web, webtailbench).",
+    )
     base_url: str = Field(
         "http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint of the judge."
     )
@@ -109,10 +147,42 @@ class JudgeSpec(SpecModel):
         pattern=r"^[A-Z_][A-Z0-9_]*$",
         description="Name of the environment variable holding the key (the key itself is never stored).",
     )
-    last_k_screenshots: int = Field(
-        15, ge=0, description="Screenshots shown to the judge (WebVoyager's script uses 15)."
+    last_k_screenshots: int | None = Field(
+        None,
+        ge=1,
+        description="Screenshots shown to the judge (null: the protocol's own: WebVoyager 15, "
+        "WebTailBench 8, WebJudge every screenshot, scored one by one).",
     )
+    score_threshold: int = Field(
+        3, ge=1, le=5, description="WebJudge: keep screenshots scored at least this (1-5)."
+    )
+    max_images: int = Field(
+        50, ge=1, description="WebJudge: at most this many kept screenshots in the verdict call."
+    )
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Completion token limit per call (null: the protocol's own: WebVoyager "
+        "1000, WebJudge 512, WebTailBench 1024).",
+    )
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature (0: greedy).")
+    seed: int | None = Field(
+        42, description="Seed sent with each request (WebVoyager's script sends 42); null: none."
+    )
+    concurrency: int = Field(8, ge=1, le=256, description="Judge requests in flight at once.")
     timeout_s: float = Field(120.0, gt=0, description="Per-request timeout.")
+    max_http_retries: int = Field(
+        4, ge=0, le=20, description="Retries with backoff on 429/5xx and connection errors."
+    )
+    cache: bool = Field(
+        True,
+        description="Reuse a stored answer when the same inputs (model, prompt, images) come "
+        "again, so a rerun costs nothing.",
+    )
+    prices: TokenPrices = Field(
+        default_factory=TokenPrices, description="Judge token prices, for cost per task."
+    )
+
     serve: VLLMServer | None = Field(
         None,
         description="Start `vllm serve` for the judge on the node (SkyPilot task) around the "
@@ -129,6 +199,9 @@ class JudgeSpec(SpecModel):
         return self
 
 
+LIVE_BROWSER_DEFAULTS: dict[str, Any] = {"screenshots": True, "episode_timeout_s": 600.0}
+
+
 class _LiveSuite(SpecModel):
     tasks_file: str | None = Field(
         None, description="Task file; null uses the copy bundled with rmsweb."
@@ -141,20 +214,62 @@ class _LiveSuite(SpecModel):
         0.5, gt=0, lt=1, description="Share of tasks held out for eval (split by task-id hash)."
     )
     max_steps: int = Field(15, ge=1, le=200, description="Step limit of one episode.")
+    max_wall_s: float = Field(
+        300.0,
+        gt=0,
+        description="Wall-time budget of one episode: past it the episode ends and is judged "
+        "as it stands (a budget, not an environment error).",
+    )
+    allow_private_network: bool = Field(
+        False,
+        description="Let pages reach private, loopback and link-local addresses (off: the "
+        "safety policy refuses them; file:, chrome:, data:, javascript: stay refused).",
+    )
     judge: JudgeSpec = Field(default_factory=JudgeSpec, description="Success judge.")
     browser: BrowserSpec = Field(
-        default_factory=lambda: BrowserSpec(screenshots=True, episode_timeout_s=600.0),
-        description="Browser settings.",
+        default_factory=lambda: BrowserSpec(**LIVE_BROWSER_DEFAULTS),
+        description="Browser settings (live defaults: screenshots on, episode_timeout_s 600).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _live_browser_defaults(cls, data: Any) -> Any:
+        # A partial `browser:` section would otherwise fall back to BrowserSpec's offline
+        # defaults (no screenshots, 60 s episodes) for the keys it does not set.
+        if isinstance(data, dict) and isinstance(data.get("browser"), dict):
+            data = {**data, "browser": {**LIVE_BROWSER_DEFAULTS, **data["browser"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _budget_below_timeout(self) -> _LiveSuite:
+        if self.max_wall_s >= self.browser.episode_timeout_s:
+            raise SpecFieldError(
+                "max_wall_s",
+                f"max_wall_s ({self.max_wall_s:g}) must be below browser.episode_timeout_s "
+                f"({self.browser.episode_timeout_s:g}): the budget ends an episode for the "
+                "judge, the timeout treats it as a hung browser and reruns it. Fix: lower "
+                "max_wall_s or raise browser.episode_timeout_s.",
+            )
+        if not self.browser.screenshots:
+            raise SpecFieldError(
+                "browser.screenshots",
+                "live suites are judged from screenshots; browser.screenshots must be true.",
+            )
+        return self
 
 
 class WebVoyagerSuite(_LiveSuite):
-    """WebVoyager (643 live tasks on 15 sites), judged by a multimodal LLM."""
+    """WebVoyager (643 live tasks on 15 sites; 595 cleaned), judged by a multimodal LLM."""
 
     kind: Literal["webvoyager"] = "webvoyager"
     cleaned: bool = Field(
         True, description="Use the cleaned 595-task file (impossible tasks dropped)."
     )
+
+    @field_validator("sites")
+    @classmethod
+    def _known_sites(cls, sites: list[str]) -> list[str]:
+        return _known(sites, WEBVOYAGER_SITES, "WebVoyager site")
 
 
 class OnlineMind2WebSuite(_LiveSuite):
@@ -167,12 +282,29 @@ class OnlineMind2WebSuite(_LiveSuite):
 
 
 class WebTailBenchSuite(_LiveSuite):
-    """WebTailBench (609 live tasks in 11 segments), binary outcome."""
+    """WebTailBench (609 live tasks in 11 categories), binary outcome."""
 
     kind: Literal["webtailbench"] = "webtailbench"
     categories: list[str] = Field(
-        default_factory=list, description="Only these segments (empty: all)."
+        default_factory=list, description="Only these categories (empty: all)."
     )
+    start_url: str = Field(
+        "https://www.google.com/",
+        description="Where episodes start: WebTailBench tasks name no site (stagehand's "
+        "evals start from Google).",
+    )
+
+    @field_validator("categories")
+    @classmethod
+    def _known_categories(cls, categories: list[str]) -> list[str]:
+        return _known(categories, WEBTAILBENCH_CATEGORIES, "WebTailBench category")
+
+    @field_validator("sites")
+    @classmethod
+    def _no_sites(cls, sites: list[str]) -> list[str]:
+        if sites:
+            raise ValueError("WebTailBench tasks name no site; filter with `categories`.")
+        return sites
 
 
 SuiteSpec = Annotated[

@@ -90,6 +90,10 @@ class MinedStateRow:
     weight: float
     task_id: str = ""  # (added) for per-task analysis
     instruction: str = ""  # (added) needed to rebuild the prompt
+    # (added) JSON {element id: [x, y, width, height]} of the page's elements, so the RL
+    # reward can credit a click_xy whose point lies inside the reference target's box;
+    # None where the suite has no boxes (text models).
+    element_boxes: str | None = None
 
 
 @dataclass(slots=True)
@@ -100,9 +104,11 @@ class RLGroupRow:
     mean: float
     std: float
     accepted: bool
-    reason: str  # accepted, no_contrast, too_hard, too_easy, ...
-    pg_loss: float | None
-    anchor_loss: float | None
+    reason: str  # accepted, ungated, all_wrong, all_right, low_std, too_hard, too_easy
+    pg_loss: float | None  # mean surrogate loss over the group's completion tokens (PG groups)
+    anchor_loss: float | None  # mean NLL of the reference action's tokens (anchored groups)
+    resample_round: int = 0  # (added) 0: the step's first draw; k: k-th resampling round
+    frac_correct: float = 0.0  # (added) share of semantically correct samples (competence)
 
 
 @dataclass(slots=True)
@@ -123,6 +129,32 @@ class EvalRow:
         0  # (added) episodes that still hit an env error after retries (in n, as failures)
     )
     policy_errors: int = 0  # (added) episodes ended by a policy exception (in n, as failures)
+
+
+@dataclass(slots=True)
+class JudgmentRow:
+    """(added) One call of an LLM judge about one episode, or a verdict it reached
+    without a call (`note` says why). Deciding calls carry the verdict; a WebJudge
+    screenshot call carries its 1-5 score."""
+
+    episode_id: str  # the judged episode (imported runs: "import/<task_id>")
+    task_id: str
+    protocol: str  # webvoyager, webjudge, webtailbench
+    call: str  # verdict (one-call protocols), key_points, image_score, final
+    index: int  # the screenshot of an image_score call; 0 otherwise
+    inputs_hash: str  # sha256 of the request (model, messages with images, parameters)
+    model: str
+    output_text: str
+    verdict: str | None  # "success" / "failure" on deciding calls, else None
+    score: float | None  # image_score: 1-5, 0 when unparsable; else None
+    parse_ok: bool  # the output had the form the protocol expects
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float  # at the judge's prices; 0 for answers from the cache
+    cached: bool  # answered from the response cache: nothing spent now
+    latency_s: float
+    created_at: float = 0.0  # unix seconds
+    note: str | None = None  # e.g. "no answer: NOT SUCCESS without a call"
 
 
 @dataclass(slots=True)

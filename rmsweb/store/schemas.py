@@ -38,6 +38,7 @@ ROW_TYPES: dict[str, type] = {
     "mined_states": R.MinedStateRow,
     "rl_groups": R.RLGroupRow,
     "evals": R.EvalRow,
+    "judgments": R.JudgmentRow,  # (added) every LLM-judge call on live suites
 }
 TABLES: tuple[str, ...] = tuple(ROW_TYPES)
 

@@ -117,6 +117,9 @@ class MiniWoBTask:
         x, y, w, h = started["box"]
         self.screenshot_clip = Box(x, y, w, h)
         session.screenshot_clip = self.screenshot_clip
+        # The episode lives in this document: leaving or reloading it is a step error
+        # the policy sees (the guard refuses it), not a lost page rerun as an env error.
+        session.pin_page()
         return self.instruction
 
     async def evaluate(self, session: PageSession, answer: str | None) -> Outcome:

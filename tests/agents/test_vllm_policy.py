@@ -61,8 +61,9 @@ def taught_model(out: Path) -> Path:
 
     from rmsweb.agents.hf_policy import HFPolicy
     from rmsweb.agents.prompt import PromptConfig
+    from rmsweb.models.config import TinySize
     from rmsweb.models.load import LoadedModel
-    from rmsweb.models.tiny import TinySize, save_tiny_model
+    from rmsweb.models.tiny import save_tiny_model
 
     torch.manual_seed(0)
     corpus = [f"{i}\n{t}\n{a}" for i, t, a in CASES] * 20

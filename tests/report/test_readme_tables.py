@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rmsweb.report.readme import END, START, extract, paste
+from rmsweb.report.readme import extract, markers, paste
+
+START, END = markers("results")
 
 REPORT = """# x
 
@@ -48,3 +50,19 @@ def test_extract_and_paste() -> None:
 def test_missing_markers_is_an_error() -> None:
     with pytest.raises(SystemExit):
         paste("no markers", "t", "s")
+
+
+def test_paper_marker_pastes_the_arms_section() -> None:
+    report = (
+        "# study\n\n## Results\n\n| a |\n| --- |\n| 1 |\n\n"
+        "## Arms over training seeds (test split)\n\n| Arm | Success |\n| --- | ---: |\n"
+        "| SFT | 80.0% |\n\nnote\n\n| A − B | diff |\n| --- | ---: |\n| x − y | +7.0 |\n"
+    )
+    start, end = markers("paper")
+    new = paste(
+        f"x\n{start}\n{end}\n",
+        extract(report, ("Arms over training seeds (test split)",)),
+        "r",
+        "paper",
+    )
+    assert "| SFT | 80.0% |" in new and "| x − y | +7.0 |" in new and "| a |" not in new

@@ -6,14 +6,7 @@ import math
 
 import pytest
 
-from rmsweb.report.arms import (
-    Episode,
-    arm_of_run,
-    paired_difference,
-    summarize,
-    t95,
-    task_weighted,
-)
+from rmsweb.report.arms import Episode, arm_of_run, paired_difference, summarize, t95, task_weighted
 
 
 def ep(arm: str, seed: int | None, task: str, unit: int, ok: bool, steps: int = 2) -> Episode:

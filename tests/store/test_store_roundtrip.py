@@ -99,6 +99,12 @@ def test_evals_round_trip(rows: list) -> None:
     _table_round_trip("evals", rows)
 
 
+@SETTINGS
+@given(rows=st.lists(rows_of(schemas.ROW_TYPES["judgments"]), max_size=8))
+def test_judgments_round_trip(rows: list) -> None:
+    _table_round_trip("judgments", rows)
+
+
 def _table_round_trip(table: str, rows: list) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp)

@@ -28,6 +28,9 @@ DESIGN_COLUMNS = {
     "rl_groups": "rl_step, state_id, rewards, mean, std, accepted, reason, pg_loss, anchor_loss",
     "evals": "run, policy, suite, split, n, success_rate, ci_low, ci_high, mean_steps_solved, "
     "parse_error_rate, wall_s",
+    # (added) not in DESIGN §4: one row per LLM-judge call (issue 14)
+    "judgments": "episode_id, task_id, protocol, call, index, inputs_hash, model, output_text, "
+    "verdict, score, parse_ok, tokens_in, tokens_out, cost_usd, cached, latency_s",
 }
 
 

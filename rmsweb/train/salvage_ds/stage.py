@@ -1,10 +1,195 @@
-"""Stage `rl` (recipe part S): not yet implemented in this build."""
+"""Stage `rl`: Salvage-DS (or GRPO / DAPO-DS) on the mined states, from the SFT checkpoint.
+
+Inputs: `mine` (a run folder with the mined_states table, and screenshots when the
+prompt shows them) and `sft` (its `model` folder). Outputs in `out`:
+- model/: the final policy as a plain Hugging Face folder (LoRA merged), which eval's
+  checkpoint policy loads like SFT's;
+- rl_groups/: one row per sampled group (rewards, mean, std, accepted, reason, losses);
+- checkpoints/ while running (or $RMSWEB_CHECKPOINT_DIR/rl/<run key> on clouds): a rerun
+  continues from the last one; they are deleted at the end so DVC does not cache them.
+Next to the metrics JSON: `<stem>.curves.csv`, one row per optimizer step, for dvc plots.
+"""
 
 from __future__ import annotations
 
+import csv
+import math
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rmsweb.compile.identity import stage_run_key
 from rmsweb.errors import UserError
 from rmsweb.stage_io import StageIO
+from rmsweb.train.salvage_ds.gate import REASONS
+from rmsweb.train.salvage_ds.trainer import (
+    CURVE_COLUMNS,
+    RLHyper,
+    SalvageDSTrainer,
+    TrainResult,
+    algorithm,
+)
+
+
+def hyper_from_spec(rl: Any, model: Any, seed: int) -> RLHyper:
+    """The spec's rl section (any kind) -> plain trainer arguments."""
+    algo = algorithm(
+        rl.kind,
+        gate=getattr(rl, "gate", True),
+        anchor_weight=getattr(rl, "anchor_weight", 0.0),
+        max_resample=getattr(rl, "max_resample", 0),
+    )
+    return RLHyper(
+        steps=rl.steps,
+        group_size=rl.group_size,
+        batch_size=rl.batch_size,
+        learning_rate=rl.learning_rate,
+        algorithm=algo,
+        warmup_ratio=rl.warmup_ratio,
+        epsilon=rl.epsilon,
+        epsilon_high=rl.epsilon_high,
+        beta=rl.beta,
+        temperature=rl.temperature,
+        max_grad_norm=rl.max_grad_norm,
+        reward_kind=rl.reward.kind,
+        similarity_tau=rl.reward.similarity_tau,
+        format_bonus=rl.reward.format_bonus,
+        # grpo has no gate fields: its groups are all "ungated" and the values unused.
+        min_std=getattr(rl, "min_std", 0.0),
+        competence_min=getattr(rl, "competence_min", 0.0),
+        competence_max=getattr(rl, "competence_max", 1.0),
+        save_steps=rl.save_steps,
+        max_new_tokens=model.prompt.max_new_tokens,
+        micro_batch_size=rl.micro_batch_size,
+        seed=seed,
+    )
+
+
+def write_curves(path: Path, curve: list[dict[str, Any]]) -> None:
+    """One row per step; NaN (a term absent that step) is written as an empty cell."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(CURVE_COLUMNS))
+        writer.writeheader()
+        for row in curve:
+            writer.writerow(
+                {
+                    k: "" if isinstance(v, float) and not math.isfinite(v) else v
+                    for k, v in row.items()
+                }
+            )
+
+
+def write_groups(run_dir: Path, groups: list[dict[str, Any]]) -> None:
+    """The rl_groups table, rewritten whole (the rows come from the checkpointed log)."""
+    from rmsweb.store.rows import RLGroupRow
+    from rmsweb.store.writer import TableWriter
+
+    shutil.rmtree(run_dir / "rl_groups", ignore_errors=True)
+    with TableWriter(run_dir, "rl_groups") as writer:
+        writer.write_many([RLGroupRow(**g) for g in groups])
+
+
+def summary(result: TrainResult, hyper: RLHyper) -> dict[str, Any]:
+    """Metrics JSON: totals, gate outcomes by reason, and throughput."""
+    curve, groups = result.curve, result.groups
+    samples = sum(r["samples_generated"] for r in curve)
+    busy = result.generate_s + result.train_s
+    reasons = Counter(g["reason"] for g in groups)
+    tail = curve[-max(1, len(curve) // 10) :]
+    return {
+        "kind": hyper.algorithm.kind,
+        "steps": len(curve),
+        "resumed_from": result.resumed_from,
+        "samples_generated": samples,
+        "samples_per_update": samples / max(1, sum(r["updated"] for r in curve)),
+        "groups": len(groups),
+        "accepted": sum(g["accepted"] for g in groups),
+        "empty_steps": sum(1 - r["updated"] for r in curve),
+        "reasons": {r: reasons.get(r, 0) for r in REASONS},
+        "reward_mean_first": curve[0]["reward_mean"] if curve else None,
+        "reward_mean_last10pct": sum(r["reward_mean"] for r in tail) / len(tail) if tail else None,
+        "accepted_fraction": sum(g["accepted"] for g in groups) / max(1, len(groups)),
+        "wall_s": round(busy, 2),
+        "generate_fraction": round(result.generate_s / busy, 4) if busy else None,
+        "samples_per_s": round(samples / busy, 2) if busy else None,
+        "steps_per_s": round(len(curve) / busy, 4) if busy else None,
+    }
 
 
 def main(io: StageIO) -> None:
-    raise UserError("the rl stage has no body in this build yet (issue: Salvage-DS trainer).")
+    import torch
+
+    from rmsweb.agents.build import prompt_config
+    from rmsweb.models.load import load_model
+    from rmsweb.store.reader import read_rows
+    from rmsweb.train.salvage_ds.states import state_from_row
+
+    spec = io.spec
+    rl, m = spec.rl, spec.model
+    torch.set_num_threads(rl.torch_threads or os.cpu_count() or 1)
+    mine_dir = io.input("mine")
+    sft_model = io.input("sft") / "model"
+    loaded = load_model(
+        sft_model,
+        dtype="float32" if m.kind == "tiny" else m.dtype,
+        device="auto",
+        trust_remote_code=getattr(m, "trust_remote_code", False),
+    )
+    prompt = prompt_config(m)
+    rows = read_rows(mine_dir, "mined_states")
+    if not rows:
+        raise UserError(
+            f"no mined states in {mine_dir}: nothing to train on. Check the mine stage's "
+            "metrics (mined and routine states) and its spec (mine.mode, max_states)."
+        )
+    screenshots = None
+    if prompt.screenshot:
+        screenshots = {s.sha256: s.png for s in read_rows(mine_dir, "screenshots")}
+
+    def count(text: str) -> int:
+        return len(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    states = [state_from_row(row, prompt, count, screenshots) for row in rows]
+    hyper = hyper_from_spec(rl, m, io.train_seed)
+    lora = None
+    if m.lora.enabled:
+        lora = {
+            "r": m.lora.rank,
+            "lora_alpha": m.lora.alpha,
+            "lora_dropout": m.lora.dropout,
+            "target_modules": list(m.lora.targets),
+        }
+    # On clouds the checkpoints live in the bucket under the stage's run key (config, code
+    # and inputs), so a changed config never resumes another model's checkpoints.
+    ckpt_root = os.environ.get("RMSWEB_CHECKPOINT_DIR")
+    work_dir = io.out / "checkpoints"
+    if ckpt_root:
+        key = os.environ.get("RMSWEB_RUN_KEY") or stage_run_key(
+            io.spec, "rl", inputs=io.inputs, seed=io.seed
+        )
+        work_dir = Path(ckpt_root) / "rl" / key
+    io.out.mkdir(parents=True, exist_ok=True)
+    trainer = SalvageDSTrainer(
+        loaded.model,
+        loaded.tokenizer,
+        states,
+        hyper,
+        work_dir,
+        processor=loaded.processor,
+        is_vl=loaded.is_vl,
+        lora=lora,
+    )
+    result = trainer.train()
+    final = io.out / "model"
+    trainer.final_model().save_pretrained(final)
+    loaded.processor.save_pretrained(final)
+    write_groups(io.out, result.groups)
+    write_curves(io.plot_path("curves.csv"), result.curve)
+    metrics = summary(result, hyper)
+    metrics["states"] = len(states)
+    io.write_metrics(metrics)
+    if not ckpt_root:
+        shutil.rmtree(work_dir, ignore_errors=True)

@@ -1,0 +1,274 @@
+"""The navigation guard: which URLs an episode's page may load, for every request kind.
+
+One policy object answers "may this URL load?" for two kinds of suites:
+
+1. Offline suites (`allowed_origins` set): only those origins, nothing else.
+2. Live suites (`allowed_origins` None): the open web under a safety policy. Navigations
+   to file:, chrome:, data:, javascript: (and other browser-internal schemes) are refused,
+   and so is any request to a private, loopback, link-local or otherwise non-public
+   address, unless the suite allows private addresses (`allow_private`), or names the
+   private origins it may reach (`private_origins`: a local site standing in for a live
+   one, and nothing else on this machine). Host names are resolved (cached) so that a public
+   name pointing at 127.0.0.1 is refused too. The browser resolves names itself later,
+   so a DNS-rebinding site could still slip through: this guard keeps honest agents
+   on public pages, it is not a sandbox.
+
+`install_guard` applies the policy to a browser context:
+- every HTTP(S) request of the page (documents, frames, scripts, images, fetch/XHR,
+  beacons, dedicated workers) through CDP request interception (`Fetch`). Chromium is
+  launched with site isolation trials off (launch.py) so cross-site iframes stay in the
+  page's process and their requests pass here too;
+- WebSockets through Playwright's WebSocket routing (CDP `Fetch` never sees them);
+- pop-ups: an init script makes `window.open` and `target=_blank` links open in the
+  same page, so no second page loads anything unguarded (the pool still closes any
+  page that appears).
+
+A refused document load is failed with `Aborted`, which Chromium treats like a
+cancelled navigation: the page stays where it was (no error page replaces it), and
+the refusal is logged so the next observation can tell the policy. That makes a
+blocked navigation a step error, never a lost task page. `GuardLog.pin()` (used by
+single-page suites such as MiniWoB) additionally refuses any new main-frame document
+once the task page is loaded, so leaving or reloading the task page is a step error too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+# Schemes a page may never be navigated to. data: and blob: subresources (inline
+# images, fonts) are not network requests and never reach the guard.
+BLOCKED_SCHEMES = frozenset(
+    {
+        "file",
+        "chrome",
+        "chrome-extension",
+        "chrome-untrusted",
+        "devtools",
+        "view-source",
+        "filesystem",
+        "data",
+        "javascript",
+        "ftp",
+    }
+)
+WEB_SCHEMES = frozenset({"http", "https", "ws", "wss"})
+# Names that mean "this machine or its network" whatever DNS says.
+PRIVATE_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa")
+
+OUTSIDE_SITE = "outside the task's site"
+LEAVES_TASK_PAGE = "it would leave the task page"
+
+# Make every pop-up a same-page navigation (runs in every frame before page scripts).
+SAME_PAGE_JS = """(() => {
+  const open = (url) => { if (url) window.location.assign(url); return null; };
+  try { Object.defineProperty(window, 'open', {value: open, configurable: true}); } catch (e) {}
+  const retarget = (ev) => {
+    const el = ev.target && ev.target.closest && ev.target.closest('a[target], form[target]');
+    if (el) el.setAttribute('target', '_self');
+  };
+  document.addEventListener('click', retarget, true);
+  document.addEventListener('submit', retarget, true);
+})();"""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """One request the guard refused."""
+
+    url: str
+    reason: str
+    navigation: bool  # a main-frame document load (the policy is told about these)
+
+
+@dataclass
+class NavigationPolicy:
+    """May `url` load? Offline: only `allowed_origins`. Live: the safety policy.
+
+    `resolver` maps a host name to its addresses (default: the system resolver); tests
+    replace it. Answers per host are cached for the policy's lifetime.
+    """
+
+    allowed_origins: tuple[str, ...] | None = None
+    allow_private: bool = False
+    private_origins: tuple[str, ...] = ()
+    resolve_hosts: bool = True
+    resolve_timeout_s: float = 2.0
+    resolver: Callable[[str], Awaitable[list[str]]] | None = None
+    _private_hosts: dict[str, bool] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.allowed_origins is not None:
+            self.allowed_origins = tuple(o.rstrip("/") for o in self.allowed_origins)
+        self.private_origins = tuple(o.rstrip("/") for o in self.private_origins)
+
+    @property
+    def live(self) -> bool:
+        return self.allowed_origins is None
+
+    async def check(self, url: str, *, navigation: bool = True) -> str | None:
+        """None when `url` may load; else why not (shown to the policy)."""
+        reason = self.check_static(url, navigation=navigation)
+        if reason is not None or not self.live or self.allow_private:
+            return reason
+        if _in_origins(url, self.private_origins):
+            return None
+        host = urlsplit(url).hostname or ""
+        if not self.resolve_hosts or _ip(host) is not None:
+            return None
+        if await self._resolves_private(host):
+            return f"{host} resolves to a private address"
+        return None
+
+    def check_static(self, url: str, *, navigation: bool = True) -> str | None:
+        """The checks that need no DNS (schemes, origins, literal addresses)."""
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme == "about":
+            return None if url in ("about:blank", "about:srcdoc") else f"a {scheme}: URL"
+        if scheme in ("data", "blob") and not navigation:
+            return None
+        if scheme in BLOCKED_SCHEMES or scheme not in WEB_SCHEMES:
+            return f"a {scheme or 'relative'}: URL"
+        if self.allowed_origins is not None:
+            return None if _in_origins(url, self.allowed_origins) else OUTSIDE_SITE
+        host = (parts.hostname or "").lower()
+        if not host:
+            return "a URL without a host"
+        if (
+            not self.allow_private
+            and _private_host(host)
+            and not _in_origins(url, self.private_origins)
+        ):
+            return f"a private address ({host})"
+        return None
+
+    async def _resolves_private(self, host: str) -> bool:
+        if host not in self._private_hosts:
+            try:
+                addresses = await asyncio.wait_for(
+                    (self.resolver or _system_resolve)(host), self.resolve_timeout_s
+                )
+            except (OSError, TimeoutError):
+                addresses = set()  # unresolvable: the browser will fail to load it too
+            self._private_hosts[host] = any(_private_ip(a) for a in addresses)
+        return self._private_hosts[host]
+
+
+@dataclass
+class GuardLog:
+    """One slot's guard state: its policy, what it refused, and the task-page pin."""
+
+    policy: NavigationPolicy
+    refusals: list[Refusal] = field(default_factory=list)
+    pinned: bool = False  # refuse every new main-frame document (single-page tasks)
+
+    def pin(self) -> None:
+        self.pinned = True
+
+    def reset(self) -> None:
+        """A new episode: nothing refused yet, nothing pinned."""
+        self.refusals.clear()
+        self.pinned = False
+
+    async def decide(self, url: str, *, navigation: bool) -> str | None:
+        if navigation and self.pinned:
+            return LEAVES_TASK_PAGE
+        return await self.policy.check(url, navigation=navigation)
+
+
+def offline_policy(origins: Sequence[str]) -> NavigationPolicy:
+    return NavigationPolicy(allowed_origins=tuple(origins))
+
+
+def live_policy(
+    *, allow_private: bool = False, private_origins: Sequence[str] = ()
+) -> NavigationPolicy:
+    return NavigationPolicy(
+        allowed_origins=None, allow_private=allow_private, private_origins=tuple(private_origins)
+    )
+
+
+async def install_guard(context: Any, page: Any, guard: GuardLog) -> None:
+    """Apply `guard` to every request of `page` (one page per context) and its frames."""
+    cdp = await context.new_cdp_session(page)
+    tree = await cdp.send("Page.getFrameTree")
+    main_frame = tree["frameTree"]["frame"]["id"]  # stable for the page's lifetime
+
+    async def paused(event: dict[str, Any]) -> None:
+        url = event["request"]["url"]
+        document = event.get("resourceType") == "Document"
+        main = document and event.get("frameId") == main_frame
+        try:
+            reason = await guard.decide(url, navigation=document)
+            if reason is None:
+                await cdp.send("Fetch.continueRequest", {"requestId": event["requestId"]})
+                return
+            guard.refusals.append(Refusal(url, reason, navigation=main))
+            # Aborted: the navigation is cancelled and the page stays; BlockedByClient
+            # would replace it with Chromium's error page.
+            error = "Aborted" if document else "BlockedByClient"
+            await cdp.send(
+                "Fetch.failRequest", {"requestId": event["requestId"], "errorReason": error}
+            )
+        except Exception as exc:  # the page went away meanwhile
+            log.debug("navigation guard: %s", exc)
+
+    cdp.on("Fetch.requestPaused", paused)
+    await cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
+
+    async def websocket(ws: Any) -> None:
+        reason = await guard.decide(ws.url, navigation=False)
+        if reason is None:
+            ws.connect_to_server()  # messages then flow both ways untouched
+        else:
+            guard.refusals.append(Refusal(ws.url, reason, navigation=False))
+            await ws.close()
+
+    await context.route_web_socket(lambda _url: True, websocket)
+    await context.add_init_script(SAME_PAGE_JS)
+
+
+async def _system_resolve(host: str) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, None)
+    return [info[4][0] for info in infos]
+
+
+def _in_origins(url: str, origins: Sequence[str]) -> bool:
+    return any(url == o or url.startswith(o + "/") for o in origins)
+
+
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+def _private_ip(address: str) -> bool:
+    ip = _ip(address.split("%")[0])  # drop an IPv6 zone ("fe80::1%eth0")
+    if ip is None:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return not ip.is_global or ip.is_multicast
+
+
+def _private_host(host: str) -> bool:
+    if host == "localhost" or host.endswith(PRIVATE_SUFFIXES):
+        return True
+    if _ip(host) is not None:
+        return _private_ip(host.strip("[]"))
+    # Chromium also accepts numeric IPv4 forms such as 2130706433 or 0x7f.1.
+    try:
+        return _private_ip(socket.inet_ntoa(socket.inet_aton(host)))
+    except OSError:
+        return False

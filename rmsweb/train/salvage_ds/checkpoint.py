@@ -1,0 +1,94 @@
+"""Checkpoints of an RL run: enough to continue with the very same numbers after a kill.
+
+checkpoint-<step>/ holds the trainable weights (safetensors; LoRA: the adapters only),
+and trainer_state.pt: the optimizer state, the RNG states and the run's logs so far
+(curve rows and rl_groups rows, so the tables are rebuilt whole at the end, with no
+duplicate rows from steps a killed run had logged after its last checkpoint).
+
+A checkpoint is written to a temp folder and renamed, so a kill mid-save leaves the
+previous one as the last complete checkpoint; all but the last two are deleted.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+
+def checkpoints(work_dir: Path) -> list[Path]:
+    """Complete checkpoints in step order (temp folders of an interrupted save excluded)."""
+    if not work_dir.is_dir():
+        return []
+    found = [
+        p
+        for p in work_dir.glob("checkpoint-*")
+        if p.is_dir() and p.name.split("-")[-1].isdigit() and (p / "trainer_state.pt").is_file()
+    ]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
+def save_checkpoint(
+    work_dir: Path, step: int, model: Any, optimizer: Any, logs: dict[str, Any]
+) -> Path:
+    import torch
+    from safetensors.torch import save_file
+
+    final = work_dir / f"checkpoint-{step}"
+    tmp = work_dir / f".tmp-checkpoint-{step}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    weights = {
+        n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad
+    }
+    save_file(weights, str(tmp / "trainable.safetensors"))
+    state = {
+        "step": step,
+        "optimizer": optimizer.state_dict(),
+        "rng_torch": torch.get_rng_state(),
+        "rng_python": random.getstate(),
+        "logs": logs,
+    }
+    if torch.cuda.is_available():
+        state["rng_cuda"] = torch.cuda.get_rng_state_all()
+    torch.save(state, tmp / "trainer_state.pt")
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    for old in checkpoints(work_dir)[:-2]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(work_dir: Path, model: Any, optimizer: Any) -> tuple[int, dict[str, Any]]:
+    """Restore the last complete checkpoint into model and optimizer; (0, {}) if none.
+
+    Returns its step and the logs it saved. RNG states are restored too.
+    """
+    import torch
+    from safetensors.torch import load_file
+
+    found = checkpoints(work_dir)
+    if not found:
+        return 0, {}
+    last = found[-1]
+    weights = load_file(str(last / "trainable.safetensors"))
+    params = dict(model.named_parameters())
+    missing = [n for n, p in params.items() if p.requires_grad and n not in weights]
+    unexpected = sorted(set(weights) - set(params))
+    if missing or unexpected:
+        raise ValueError(
+            f"{last} does not match this model (missing {missing[:3]}, unexpected "
+            f"{unexpected[:3]}); delete {work_dir} to start the run afresh."
+        )
+    with torch.no_grad():
+        for n, w in weights.items():
+            params[n].copy_(w)
+    # Our own file (optimizer state, RNG tuples, log dicts): not a weights-only pickle.
+    state = torch.load(last / "trainer_state.pt", weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng_torch"])
+    random.setstate(state["rng_python"])
+    if "rng_cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["rng_cuda"])
+    return int(state["step"]), state["logs"]

@@ -1,0 +1,720 @@
+"""Salvage-DS: group-relative RL on mined web states; GRPO and DAPO-DS are settings of it.
+
+How this departs from textbook GRPO (DeepSeekMath: per prompt sample G outputs, reward
+them, normalise rewards within the group, maximise a clipped surrogate with a KL penalty,
+mu inner updates per batch):
+
+1. Reward: action-semantic and polarized (reward.py): +1 when the parsed action is
+   semantically a reference action, -1 for anything else (unparseable included). No
+   partial credit, so a well-formatted wrong click never outscores another wrong action.
+2. Gate (gate.py): a group drives the policy gradient only with contrast (right and
+   wrong samples, std >= min_std) and within the policy's competence (fraction correct
+   in [competence_min, competence_max]). Every group is logged with its reason.
+3. Anchor: a rejected group is not thrown away: its state adds anchor_weight x the NLL
+   of the reference action's tokens (not the prompt, not a thought, not "Action:").
+       loss = PG(accepted) + anchor_weight * NLL_action(rejected)   [+ beta * KL in PG]
+4. Token-level aggregation (DAPO, TRL loss_type="dapo"): PG is a mean over all completion
+   tokens of the accepted groups, not a mean of per-sequence means; clip-higher
+   (epsilon_high > epsilon) as in DAPO.
+5. Dynamic sampling (dapo_ds; salvage_ds when max_resample > 0): when fewer groups pass
+   the gate than the batch holds, the shortfall is drawn again from new states, at most
+   max_resample rounds. A step still short trains on what it has; with no usable group
+   at all it makes no update but still counts: training never stalls (verl's DAPO filter
+   raises once it runs out of generation batches).
+6. On-policy, one optimizer step per generated batch (mu = 1, TRL's default): the old
+   log-probabilities are the current ones detached, so the ratio is 1 at the update and
+   the clip reports 0. The clip still matters once a batch is reused (mu > 1, not here).
+7. Offline states: the environment is not stepped. A state is a mined (critical, fragile
+   or routine) step with its reference action(s); one completion is one action. States
+   are drawn by their criticality weight (weighted sampling without replacement within
+   a step); a step's groups are distinct states while the pool allows.
+8. The KL reference is the frozen start (the SFT checkpoint); with LoRA it is the same
+   network with the adapters switched off, so it costs no second copy. KL is the k3
+   estimator times the importance ratio (value 1, but its gradient adds the
+   score-function term textbook GRPO drops; TRL's default). Logits are divided by the
+   sampling temperature before log-softmax, as TRL does.
+
+Settings per kind (`algorithm()`): grpo = no gate, no anchor, no resampling;
+dapo_ds = gate, no anchor, resampling; salvage_ds = gate (may be off) + anchor, and
+max_resample (default 0) so both readings of "gated dynamic sampling" run. With the gate
+off and anchor_weight 0, salvage_ds computes GRPO's loss exactly (tests/train, against
+TRL's GRPOTrainer._compute_loss).
+
+Determinism and resume: every random draw is seeded from (seed, step, round), and a
+checkpoint (every save_steps) holds the trainable weights, optimizer, RNG
+states and the logs so far; a run killed at any point resumes from the last checkpoint
+and reproduces the same following losses.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmsweb.env.actions import format_action
+from rmsweb.train.salvage_ds.batch import (
+    EncodedPrompt,
+    anchor_completion,
+    collate,
+    cut_at_stop,
+    encode_prompt,
+)
+from rmsweb.train.salvage_ds.checkpoint import load_checkpoint, save_checkpoint
+from rmsweb.train.salvage_ds.gate import REASONS, GateDecision, GroupStats, gate, group_stats
+from rmsweb.train.salvage_ds.reward import Scored, parse_references, score
+from rmsweb.train.salvage_ds.states import RLState
+
+KINDS: tuple[str, ...] = ("grpo", "dapo_ds", "salvage_ds")
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """What a kind does with groups: gate them, anchor the rejected ones, resample."""
+
+    kind: str
+    gate: bool
+    anchor_weight: float
+    max_resample: int
+
+
+def algorithm(
+    kind: str, *, gate: bool = True, anchor_weight: float = 0.0, max_resample: int = 0
+) -> Algorithm:
+    """The effective settings of a kind; a kind's fixed choices win over the arguments."""
+    if kind == "grpo":
+        return Algorithm(kind, gate=False, anchor_weight=0.0, max_resample=0)
+    if kind == "dapo_ds":
+        return Algorithm(kind, gate=True, anchor_weight=0.0, max_resample=max_resample)
+    if kind == "salvage_ds":
+        return Algorithm(kind, gate=gate, anchor_weight=anchor_weight, max_resample=max_resample)
+    raise ValueError(f"unknown RL kind {kind!r}; kinds: {', '.join(KINDS)}")
+
+
+@dataclass(frozen=True)
+class RLHyper:
+    """Plain training arguments (the stage unpacks the spec into these)."""
+
+    steps: int
+    group_size: int
+    batch_size: int  # completions per optimizer step (a multiple of group_size)
+    learning_rate: float
+    algorithm: Algorithm
+    warmup_ratio: float = 0.0
+    epsilon: float = 0.2
+    epsilon_high: float = 0.28
+    beta: float = 0.0
+    temperature: float = 1.0
+    max_grad_norm: float = 1.0
+    reward_kind: str = "polarized"
+    similarity_tau: float = 1.0
+    format_bonus: float = 0.1
+    min_std: float = 0.1
+    competence_min: float = 0.125
+    competence_max: float = 0.875
+    save_steps: int = 50
+    max_new_tokens: int = 48
+    micro_batch_size: int | None = None  # sequences per forward/generate (None: all at once)
+    seed: int = 0
+    log_every: int = 0  # progress line every N steps on stderr (0: about 20 lines a run)
+
+    def __post_init__(self) -> None:
+        if self.group_size < 2 or self.batch_size % self.group_size:
+            raise ValueError(
+                f"batch_size {self.batch_size} must be a multiple of group_size "
+                f"{self.group_size} >= 2"
+            )
+
+    @property
+    def groups_per_step(self) -> int:
+        return self.batch_size // self.group_size
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass
+class Group:
+    """The G completions of one state in one step, scored and gated."""
+
+    state_index: int
+    state_id: str
+    prompt: EncodedPrompt
+    completions: list[list[int]]  # sampled token ids, each ending with its stop token if any
+    texts: list[str]
+    scored: list[Scored]
+    stats: GroupStats
+    decision: GateDecision
+    resample_round: int = 0
+    anchor_ids: list[int] | None = None  # "Action: <reference>" + end of turn
+    anchor_mask: list[int] | None = None  # 1 on the reference action's tokens only
+
+    @property
+    def rewards(self) -> list[float]:
+        return [s.reward for s in self.scored]
+
+
+@dataclass
+class StepLosses:
+    """What one loss-and-backward pass computed (floats; NaN where a term is absent)."""
+
+    loss: float  # the value whose gradient was accumulated
+    pg_loss: float
+    anchor_loss: float  # unweighted mean NLL per action token
+    kl: float  # mean per-token k3 KL over PG tokens (NaN when beta == 0)
+    clip_fraction: float
+    pg_tokens: float
+    anchor_tokens: float
+    group_pg_loss: dict[int, float] = field(default_factory=dict)  # by position in pg groups
+    group_anchor_loss: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass
+class TrainResult:
+    curve: list[dict[str, Any]]  # one row per step (see CURVE_COLUMNS)
+    groups: list[dict[str, Any]]  # one RLGroupRow-shaped dict per group
+    resumed_from: int  # step of the checkpoint the run continued from (0: fresh)
+    wall_s: float
+    generate_s: float
+    train_s: float
+
+
+CURVE_COLUMNS: tuple[str, ...] = (
+    "step",
+    "reward_mean",
+    "reward_std",
+    "accepted_fraction",
+    "groups",
+    "accepted",
+    "rejected",
+    "pg_loss",
+    "anchor_loss",
+    "loss",
+    "kl",
+    "clip_fraction",
+    "grad_norm",
+    "samples_generated",
+    "completion_tokens",
+    "resample_rounds",
+    "updated",
+    "learning_rate",
+    "generate_s",
+    "train_s",
+    *(f"reason_{r}" for r in REASONS),
+)
+
+
+def derived_seed(*parts: object) -> int:
+    """A 63-bit seed from any parts, the same in every process (no Python hash salt)."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+# --------------------------------------------------------------------------- trainer
+
+
+class SalvageDSTrainer:
+    """Group-relative RL on a fixed list of states (see the module docstring).
+
+    model/tokenizer/processor: a loaded policy (rmsweb.models.load.load_model); the model
+    is trained in place (wrapped with LoRA adapters when `lora` is given). work_dir holds
+    the checkpoints; a run finds the last one there and continues from it.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        states: Sequence[RLState],
+        hyper: RLHyper,
+        work_dir: Path,
+        *,
+        processor: Any = None,
+        is_vl: bool = False,
+        lora: dict[str, Any] | None = None,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        import torch
+
+        if not states:
+            raise ValueError("no RL states to train on")
+        self.tokenizer = tokenizer
+        self.processor = processor if processor is not None else tokenizer
+        self.is_vl = is_vl
+        self.states = list(states)
+        self.h = hyper
+        self.work_dir = Path(work_dir)
+        self.on_step = on_step
+        self.references = [
+            parse_references(s.references, f"state {s.state_id!r}") for s in self.states
+        ]
+        if lora:
+            from peft import LoraConfig, get_peft_model
+
+            torch.manual_seed(derived_seed(hyper.seed, "lora"))  # adapter init
+            model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **lora))
+        self.model = model
+        self.is_peft = bool(lora)
+        # The KL reference: the frozen start. LoRA: the same network with adapters off.
+        self.ref_model = None
+        if hyper.beta > 0 and not self.is_peft:
+            self.ref_model = copy.deepcopy(model).eval()
+            for p in self.ref_model.parameters():
+                p.requires_grad_(False)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        # AdamW with TRL/Trainer defaults (betas 0.9/0.999, no weight decay).
+        self.optimizer = torch.optim.AdamW(
+            self.params, lr=hyper.learning_rate, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0
+        )
+        self.warmup_steps = int(hyper.warmup_ratio * hyper.steps)
+        self._prompts: dict[int, EncodedPrompt] = {}
+        self.step = 0
+        self.curve: list[dict[str, Any]] = []
+        self.group_log: list[dict[str, Any]] = []
+        self.generate_s = 0.0
+        self.train_s = 0.0
+        stop = {tokenizer.eos_token_id, tokenizer.pad_token_id}
+        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        stop |= set(eos if isinstance(eos, list) else [eos])
+        self.stop_ids = {t for t in stop if t is not None}
+
+    # ------------------------------------------------------------------ prompts
+
+    def encode(self, index: int) -> EncodedPrompt:
+        """The chat-templated prompt of a state as model inputs (cached)."""
+        if index not in self._prompts:
+            state = self.states[index]
+            self._prompts[index] = encode_prompt(
+                self.tokenizer, self.processor, self.is_vl, state.messages, state.image
+            )
+        return self._prompts[index]
+
+    def collate(
+        self,
+        prompts: Sequence[EncodedPrompt],
+        completions: Sequence[Sequence[int]] = (),
+        masks: Sequence[Sequence[float]] = (),
+    ) -> dict[str, Any]:
+        return collate(prompts, self.tokenizer.pad_token_id, self._device(), completions, masks)
+
+    def _device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    # ------------------------------------------------------------------ sampling
+
+    def draw_states(self, step: int, round_: int, n: int, exclude: set[int]) -> list[int]:
+        """n state indices by weight, without replacement (Efraimidis-Spirakis keys).
+
+        Each state gets key u^(1/w) with u ~ U(0, 1); the n largest keys are a weighted
+        sample without replacement. States already used this step are drawn only when
+        the pool has too few others; weight-0 states never.
+        """
+        rng = random.Random(derived_seed(self.h.seed, "states", step, round_))
+        keys = []
+        for i, s in enumerate(self.states):
+            u = rng.random()
+            if s.weight > 0:
+                keys.append((i in exclude, -(u ** (1.0 / s.weight)), i))
+        if not keys:
+            raise ValueError("every RL state has weight 0: nothing can be drawn")
+        keys.sort()
+        picked = [i for _, _, i in keys[:n]]
+        while len(picked) < n:  # a pool smaller than a batch: repeat states
+            picked.append(keys[len(picked) % len(keys)][2])
+        return picked
+
+    def generate(self, indices: Sequence[int], step: int, round_: int) -> list[list[int]]:
+        """group_size sampled completions per state index, in order (token ids)."""
+        import torch
+
+        prompts = [self.encode(i) for i in indices for _ in range(self.h.group_size)]
+        chunk = self.h.micro_batch_size or len(prompts)
+        tok = self.tokenizer
+        out: list[list[int]] = []
+        self.model.eval()
+        for c, start in enumerate(range(0, len(prompts), chunk)):
+            batch = self.collate(prompts[start : start + chunk])
+            batch.pop("n_completion")
+            torch.manual_seed(derived_seed(self.h.seed, "generate", step, round_, c))
+            with torch.inference_mode():
+                seqs = self.model.generate(
+                    **batch,
+                    max_new_tokens=self.h.max_new_tokens,
+                    do_sample=True,
+                    temperature=self.h.temperature,
+                    top_k=0,
+                    top_p=1.0,
+                    pad_token_id=tok.pad_token_id,
+                    eos_token_id=sorted(self.stop_ids),
+                )
+            new = seqs[:, batch["input_ids"].shape[1] :].tolist()
+            out.extend(cut_at_stop(ids, self.stop_ids) for ids in new)
+        return out
+
+    def rollout(self, indices: Sequence[int], step: int, round_: int) -> list[Group]:
+        """Sample, score and gate one group per state index."""
+        h = self.h
+        completions = self.generate(indices, step, round_)
+        groups = []
+        for k, idx in enumerate(indices):
+            comps = completions[k * h.group_size : (k + 1) * h.group_size]
+            texts = [
+                self.tokenizer.decode(
+                    [t for t in c if t not in self.stop_ids], skip_special_tokens=True
+                ).strip()
+                for c in comps
+            ]
+            scored = [
+                score(
+                    t,
+                    self.references[idx],
+                    kind=h.reward_kind,  # type: ignore[arg-type]
+                    elements=self.states[idx].elements,
+                    tau=h.similarity_tau,
+                    format_bonus=h.format_bonus,
+                )
+                for t in texts
+            ]
+            groups.append(self.make_group(idx, comps, texts, scored, round_))
+        return groups
+
+    def make_group(
+        self,
+        index: int,
+        completions: list[list[int]],
+        texts: list[str],
+        scored: list[Scored],
+        round_: int = 0,
+    ) -> Group:
+        """Score statistics, gate decision and (if it will be anchored) the anchor tokens."""
+        h, a = self.h, self.h.algorithm
+        stats = group_stats([s.reward for s in scored], [s.correct for s in scored])
+        decision = gate(
+            stats,
+            enabled=a.gate,
+            min_std=h.min_std,
+            competence_min=h.competence_min,
+            competence_max=h.competence_max,
+        )
+        group = Group(
+            index,
+            self.states[index].state_id,
+            self.encode(index),
+            completions,
+            texts,
+            scored,
+            stats,
+            decision,
+            round_,
+        )
+        if not decision.accepted and a.anchor_weight > 0:
+            reference = format_action(self.references[index][0])
+            group.anchor_ids, group.anchor_mask = anchor_completion(self.tokenizer, reference)
+        return group
+
+    def collect(self, step: int) -> tuple[list[Group], int]:
+        """All groups of one step (first draw plus resampling rounds), and rounds used."""
+        a, need = self.h.algorithm, self.h.groups_per_step
+        groups: list[Group] = []
+        used: set[int] = set()
+        rounds = 0
+        for round_ in range(a.max_resample + 1):
+            missing = need - sum(g.decision.accepted for g in groups)
+            if missing <= 0:
+                break
+            indices = self.draw_states(step, round_, missing, used)
+            used.update(indices)
+            groups.extend(self.rollout(indices, step, round_))
+            rounds = round_
+        return groups, rounds
+
+    # ------------------------------------------------------------------ loss
+
+    def loss_and_backward(
+        self, pg_groups: Sequence[Group], anchor_groups: Sequence[Group]
+    ) -> StepLosses:
+        """Accumulate the gradient of PG(pg_groups) + anchor_weight * NLL(anchor_groups).
+
+        Each term is a token mean over the whole step (its normaliser is the step's token
+        count), computed in micro-batches of `micro_batch_size` sequences.
+        """
+        self.model.train()
+        pg = self._pg_backward(pg_groups)
+        anchor = self._anchor_backward(anchor_groups)
+        weight = self.h.algorithm.anchor_weight
+        nan = math.nan
+        return StepLosses(
+            loss=(pg["loss"] if pg["tokens"] else 0.0)
+            + (weight * anchor["loss"] if anchor["tokens"] else 0.0),
+            pg_loss=pg["loss"] if pg["tokens"] else nan,
+            anchor_loss=anchor["loss"] if anchor["tokens"] else nan,
+            kl=pg["kl_sum"] / pg["tokens"] if pg["tokens"] and self.h.beta > 0 else nan,
+            clip_fraction=pg["clipped"] / pg["tokens"] if pg["tokens"] else nan,
+            pg_tokens=pg["tokens"],
+            anchor_tokens=anchor["tokens"],
+            group_pg_loss=pg["per_group"],
+            group_anchor_loss=anchor["per_group"],
+        )
+
+    def _pg_backward(self, groups: Sequence[Group]) -> dict[str, Any]:
+        """Clipped surrogate over every sampled completion of the given groups."""
+        import torch
+
+        from rmsweb.train.salvage_ds.loss import clipped_surrogate, group_advantages
+
+        h = self.h
+        out: dict[str, Any] = {"loss": 0.0, "tokens": 0.0, "kl_sum": 0.0, "clipped": 0.0}
+        seqs = [(gi, c) for gi, g in enumerate(groups) for c in g.completions]
+        out["tokens"] = float(sum(len(c) for _, c in seqs))  # every completion token counts
+        out["per_group"] = {}
+        if not seqs:
+            return out
+        rewards = torch.tensor([g.rewards for g in groups], dtype=torch.float32)
+        advantages = group_advantages(rewards).reshape(-1).to(self._device())
+        loss_sum = torch.zeros(len(groups))
+        token_sum = torch.zeros(len(groups))
+        chunk = h.micro_batch_size or len(seqs)
+        for start in range(0, len(seqs), chunk):
+            part = seqs[start : start + chunk]
+            batch = self.collate(
+                [groups[gi].prompt for gi, _ in part],
+                [c for _, c in part],
+                [[1.0] * len(c) for _, c in part],  # incl. the stop token, as TRL
+            )
+            logps = self._logps(self.model, batch)
+            loss, stats = clipped_surrogate(
+                logps,
+                logps.detach(),  # on-policy: one update per generated batch
+                advantages[start : start + len(part)],
+                batch["loss_mask"],
+                epsilon=h.epsilon,
+                epsilon_high=h.epsilon_high,
+                normalizer=out["tokens"],
+                beta=h.beta,
+                ref_logps=self._ref_logps(batch) if h.beta > 0 else None,
+            )
+            loss.backward()
+            out["loss"] += float(loss.detach())
+            out["kl_sum"] += stats.kl_sum
+            out["clipped"] += stats.clipped_tokens
+            index = torch.tensor([gi for gi, _ in part])
+            loss_sum.index_add_(0, index, stats.per_sequence_loss.cpu())
+            token_sum.index_add_(0, index, stats.per_sequence_tokens.cpu())
+        out["per_group"] = {
+            gi: float(loss_sum[gi] / token_sum[gi].clamp(min=1)) for gi in range(len(groups))
+        }
+        return out
+
+    def _anchor_backward(self, groups: Sequence[Group]) -> dict[str, Any]:
+        """anchor_weight x NLL of the reference action's tokens, one sequence per group."""
+        from rmsweb.train.salvage_ds.loss import action_anchor
+
+        weight = self.h.algorithm.anchor_weight
+        anchored = [(i, g) for i, g in enumerate(groups) if g.anchor_ids is not None]
+        out: dict[str, Any] = {"loss": 0.0, "per_group": {}}
+        out["tokens"] = float(sum(sum(g.anchor_mask or []) for _, g in anchored))
+        if not out["tokens"] or weight <= 0:
+            out["tokens"] = 0.0
+            return out
+        chunk = self.h.micro_batch_size or len(anchored)
+        for start in range(0, len(anchored), chunk):
+            part = anchored[start : start + chunk]
+            batch = self.collate(
+                [g.prompt for _, g in part],
+                [g.anchor_ids or [] for _, g in part],
+                [g.anchor_mask or [] for _, g in part],
+            )
+            logps = self._logps(self.model, batch)
+            nll, stats = action_anchor(logps, batch["loss_mask"], normalizer=out["tokens"])
+            (weight * nll).backward()
+            out["loss"] += float(nll.detach())
+            for k, (i, _) in enumerate(part):
+                n = max(float(stats.per_sequence_tokens[k]), 1.0)
+                out["per_group"][i] = float(stats.per_sequence_nll[k]) / n
+        return out
+
+    def _logps(self, model: Any, batch: dict[str, Any]) -> Any:
+        from rmsweb.train.salvage_ds.loss import completion_logps
+
+        inputs = {k: v for k, v in batch.items() if k not in ("loss_mask", "n_completion")}
+        ids, attn = inputs.pop("input_ids"), inputs.pop("attention_mask")
+        return completion_logps(
+            model, ids, attn, batch["n_completion"], self.h.temperature, **inputs
+        )
+
+    def _ref_logps(self, batch: dict[str, Any]) -> Any:
+        import torch
+
+        with torch.no_grad():
+            if self.is_peft:
+                with self.model.disable_adapter():
+                    return self._logps(self.model, batch)
+            return self._logps(self.ref_model, batch)
+
+    # ------------------------------------------------------------------ the loop
+
+    def learning_rate(self, step: int) -> float:
+        """Linear warmup over warmup_ratio of the steps, then constant (step counts from 1).
+
+        The schedule follows the step count, also across steps that could not update.
+        """
+        w = self.warmup_steps
+        return self.h.learning_rate * (min(1.0, step / (w + 1)) if w else 1.0)
+
+    def train_step(self, step: int) -> dict[str, Any]:
+        """Collect groups, update once, log; returns the step's curve row."""
+        import torch
+
+        h = self.h
+        t0 = time.perf_counter()
+        groups, rounds = self.collect(step)
+        t1 = time.perf_counter()
+        pg_groups = [g for g in groups if g.decision.accepted]
+        rejected = [g for g in groups if not g.decision.accepted]
+        anchor_groups = rejected if h.algorithm.anchor_weight > 0 else []
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.manual_seed(derived_seed(h.seed, "train", step))  # dropout, if any
+        losses = self.loss_and_backward(pg_groups, anchor_groups)
+        updated = bool(pg_groups or (anchor_groups and losses.anchor_tokens > 0))
+        grad_norm = math.nan
+        lr = self.learning_rate(step)
+        if updated:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, h.max_grad_norm))
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        t2 = time.perf_counter()
+        self.generate_s += t1 - t0
+        self.train_s += t2 - t1
+        self._log_groups(step, groups, pg_groups, anchor_groups, losses)
+        rewards = [r for g in groups for r in g.rewards]
+        reasons = Counter(g.decision.reason for g in groups)
+        row: dict[str, Any] = {
+            "step": step,
+            "reward_mean": sum(rewards) / len(rewards),
+            "reward_std": _std(rewards),
+            "accepted_fraction": len(pg_groups) / len(groups),
+            "groups": len(groups),
+            "accepted": len(pg_groups),
+            "rejected": len(rejected),
+            "pg_loss": losses.pg_loss,
+            "anchor_loss": losses.anchor_loss,
+            "loss": losses.loss,
+            "kl": losses.kl,
+            "clip_fraction": losses.clip_fraction,
+            "grad_norm": grad_norm,
+            "samples_generated": len(rewards),
+            "completion_tokens": sum(len(c) for g in groups for c in g.completions) / len(rewards),
+            "resample_rounds": rounds,
+            "updated": int(updated),
+            "learning_rate": lr,
+            "generate_s": round(t1 - t0, 4),
+            "train_s": round(t2 - t1, 4),
+            **{f"reason_{r}": reasons.get(r, 0) for r in REASONS},
+        }
+        self.curve.append(row)
+        return row
+
+    def _log_groups(
+        self,
+        step: int,
+        groups: Sequence[Group],
+        pg_groups: Sequence[Group],
+        anchor_groups: Sequence[Group],
+        losses: StepLosses,
+    ) -> None:
+        pg_pos = {id(g): i for i, g in enumerate(pg_groups)}
+        anchor_pos = {id(g): i for i, g in enumerate(anchor_groups)}
+        for g in groups:
+            pg = losses.group_pg_loss.get(pg_pos.get(id(g), -1))
+            anchor = losses.group_anchor_loss.get(anchor_pos.get(id(g), -1))
+            self.group_log.append(
+                {
+                    "rl_step": step,
+                    "state_id": g.state_id,
+                    "rewards": g.rewards,
+                    "mean": g.stats.mean,
+                    "std": g.stats.std,
+                    "accepted": g.decision.accepted,
+                    "reason": g.decision.reason,
+                    "pg_loss": pg,
+                    "anchor_loss": anchor,
+                    "resample_round": g.resample_round,
+                    "frac_correct": g.stats.frac_correct,
+                }
+            )
+
+    def train(self) -> TrainResult:
+        """Run (or continue) training to `steps`; returns the logs of the whole run."""
+        h = self.h
+        resumed = self.resume()
+        start = time.perf_counter()
+        log_every = h.log_every or max(1, h.steps // 20)
+        for step in range(self.step + 1, h.steps + 1):
+            row = self.train_step(step)
+            self.step = step
+            if step % log_every == 0 or step == h.steps:
+                print(
+                    f"rl step {step}/{h.steps}: reward {row['reward_mean']:+.3f} "
+                    f"accepted {row['accepted']}/{row['groups']} "
+                    f"pg {row['pg_loss']:.4f} anchor {row['anchor_loss']:.4f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if step % h.save_steps == 0 or step == h.steps:
+                self.save_checkpoint()
+            if self.on_step is not None:
+                self.on_step(row)
+        return TrainResult(
+            curve=list(self.curve),
+            groups=list(self.group_log),
+            resumed_from=resumed,
+            wall_s=time.perf_counter() - start,
+            generate_s=self.generate_s,
+            train_s=self.train_s,
+        )
+
+    def final_model(self) -> Any:
+        """The trained network as a plain model (LoRA adapters merged in)."""
+        if self.is_peft:
+            return self.model.merge_and_unload()
+        return self.model
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save_checkpoint(self) -> Path:
+        """checkpoint-<step> in work_dir (see checkpoint.py)."""
+        logs = {
+            "curve": self.curve,
+            "groups": self.group_log,
+            "generate_s": self.generate_s,
+            "train_s": self.train_s,
+        }
+        return save_checkpoint(self.work_dir, self.step, self.model, self.optimizer, logs)
+
+    def resume(self) -> int:
+        """Continue from the last complete checkpoint in work_dir, if any; returns its step."""
+        step, logs = load_checkpoint(self.work_dir, self.model, self.optimizer)
+        if step:
+            self.step = step
+            self.curve = list(logs["curve"])
+            self.group_log = list(logs["groups"])
+            self.generate_s = float(logs["generate_s"])
+            self.train_s = float(logs["train_s"])
+        return step
+
+
+def _std(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    m = sum(values) / len(values)
+    return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
