@@ -13,9 +13,10 @@ from outside, but at a point a test can name and repeat. Kill points:
   commit:N          the N-th shard was just committed (its episodes file renamed in)
   checkpoint:N      checkpoint-N was just saved whole (trainer_state.json written last)
   mid-checkpoint:N  checkpoint-N's weights and optimizer are written, trainer_state.json not
+  rl-checkpoint:N   the rl stage's checkpoint-N was just saved (renamed into place)
+  rl-mid-checkpoint:N  its files are written under .tmp-checkpoint-N, not yet renamed
 
-A stage whose kill point is not listed (the rl stage's own checkpoints, say) adds one
-function to POINTS. Other faults and probes:
+A stage with kill points of its own adds one function to POINTS. Other faults and probes:
 
   --shard-episodes K        ShardWriters commit a shard every K episodes (default 1000)
   --kill-chromium-every K   SIGKILL the browser at every K-th policy call; the run goes on
@@ -123,12 +124,39 @@ def on_mid_checkpoint(step: int) -> None:
     _on_trainer_state(step, before=True, point=f"mid-checkpoint:{step}")
 
 
+def on_rl_checkpoint(step: int) -> None:
+    from rmsweb.train.salvage_ds.trainer import SalvageDSTrainer
+
+    real = SalvageDSTrainer.save_checkpoint
+
+    def save_checkpoint(self: SalvageDSTrainer) -> Path:
+        path = real(self)
+        if self.step == step:
+            die(f"rl-checkpoint:{step}")
+        return path
+
+    SalvageDSTrainer.save_checkpoint = save_checkpoint  # type: ignore[method-assign]
+
+
+def on_rl_mid_checkpoint(step: int) -> None:
+    real = Path.rename
+
+    def rename(self: Path, target: Any) -> Path:
+        if self.name == f".tmp-checkpoint-{step}":
+            die(f"rl-mid-checkpoint:{step}")
+        return real(self, target)
+
+    Path.rename = rename  # type: ignore[method-assign]
+
+
 POINTS: dict[str, Callable[[int], None]] = {
     "write": on_write,
     "precommit": on_precommit,
     "commit": on_commit,
     "checkpoint": on_checkpoint,
     "mid-checkpoint": on_mid_checkpoint,
+    "rl-checkpoint": on_rl_checkpoint,
+    "rl-mid-checkpoint": on_rl_mid_checkpoint,
 }
 
 
