@@ -344,10 +344,10 @@ def test_two_collectors_on_disjoint_shards_of_one_run(pipeline: Pipeline, tmp_pa
 
 
 def _unshare_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
     probe = ["unshare", "--user", "--map-root-user", "--mount", "true"]
-    return (
-        shutil.which("unshare") is not None and subprocess.run(probe, check=False).returncode == 0
-    )
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
 FULL_DISK = """
