@@ -78,9 +78,8 @@ def eval_policy(
     policy draws from the data seed, so it is the same in every arm.
     """
     kind = policy_spec.kind
-    tasks = list(spec.suite.tasks)
     if kind == "expert":
-        return expert_policy(suite, tasks, name=policy_spec.name)
+        return expert_policy(suite, suite.task_ids(), name=policy_spec.name)
     if kind == "random":
         from rmsweb.agents.random_policy import RandomPolicy
 

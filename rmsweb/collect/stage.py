@@ -44,7 +44,7 @@ async def _collect(io: StageIO, loop: RetryLoop) -> float:
             with ShardWriter(io.out) as sink:
                 await runner.run(
                     teacher.policy,
-                    runner.suite.task_ids(),
+                    runner.suite.task_ids("train"),
                     seeds,
                     sink,
                     split="train",
@@ -52,7 +52,7 @@ async def _collect(io: StageIO, loop: RetryLoop) -> float:
                     description=f"collect ({spec.collect.retry})",
                 )
         finally:
-            await teacher.policy.close()
+            await teacher.close()
     return time.perf_counter() - start
 
 

@@ -9,7 +9,8 @@
   the base rates. Reflections that name a step ("Step 2: ...") make it avoid the
   mistake or detour it planned there.
 - `build_teacher` puts together the teacher policy, its judge and its reflector
-  (rmsweb.judge) from the spec.
+  (rmsweb.judge) from the spec: the suite's reward (with the oracle's detours where
+  the suite has experts), or on live suites the benchmark's LLM judge.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmsweb.agents.base import ActResult, Policy
 from rmsweb.env.actions import Action, click, fill, format_action, scroll, select, stop
@@ -29,6 +30,10 @@ from rmsweb.judge.oracle import LabelingPolicy, OracleLabels
 from rmsweb.judge.outcome import oracle_judge, reward_judge
 from rmsweb.judge.reflect import llm_reflector, rule_reflector
 from rmsweb.judge.types import JudgeFn, ReflectFn
+from rmsweb.suites.factory import LIVE_SUITES
+
+if TYPE_CHECKING:
+    from rmsweb.judge.live import LiveJudge
 
 CLICKABLE = {"button", "link", "tab", "checkbox", "radio", "menuitem", "treeitem", "option"}
 TEXT_FIELDS = {"textbox", "searchbox", "combobox"}
@@ -174,10 +179,18 @@ class Teacher:
     judge: JudgeFn
     reflector: ReflectFn
     labels: OracleLabels | None  # expert labels of visited states (offline suites)
+    live_judge: LiveJudge | None = None  # the LLM judge behind `judge` (live suites)
 
     def forget(self, task: str, seed: int) -> None:
         if self.labels is not None:
             self.labels.forget(task, seed)
+
+    async def close(self) -> None:
+        try:
+            await self.policy.close()
+        finally:
+            if self.live_judge is not None:
+                await self.live_judge.close()
 
 
 def build_teacher(spec: Any, suite: Any) -> Teacher:
@@ -185,7 +198,7 @@ def build_teacher(spec: Any, suite: Any) -> Teacher:
     from rmsweb.agents.build import prompt_config
 
     c = spec.collect
-    tasks = list(suite.task_ids())
+    tasks = list(suite.task_ids("train"))
     experts = {t: suite.expert(t) for t in tasks}
     has_oracle = all(e is not None for e in experts.values())
     labels = OracleLabels(experts) if has_oracle else None
@@ -211,5 +224,10 @@ def build_teacher(spec: Any, suite: Any) -> Teacher:
         inner = from_spec(teacher_spec, prompt_config(spec.model), "teacher")
         policy = LabelingPolicy(inner, labels) if labels else inner
         reflector = llm_reflector(inner, teacher_spec.model)
+    if spec.suite.kind in LIVE_SUITES:
+        from rmsweb.judge.live import build_live_judge
+
+        live = build_live_judge(spec.suite, suite, detour_slack=c.detour_slack)
+        return Teacher(policy, live.verdict, reflector, labels, live)
     judge = oracle_judge(labels, c.detour_slack) if labels else reward_judge
     return Teacher(policy, judge, reflector, labels)

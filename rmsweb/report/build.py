@@ -27,6 +27,7 @@ from rmsweb.report.document import (
     to_html,
     to_markdown,
 )
+from rmsweb.report.live import live_cells, live_sections
 from rmsweb.report.tables import eval_metrics, eval_rows_from, eval_table, num, pct, per_task_table
 from rmsweb.stages import STAGES
 from rmsweb.store.layout import run_name
@@ -406,6 +407,7 @@ def build_report(
     try:
         data = queries.run_all(con)
         episodes = arm_episodes(con, runs, experiment or title)
+        live = live_cells(con)
         rows = eval_rows_from(data["eval_by_task"])
         _label_compared(rows)
         counts: dict[str, dict[str, int]] = {}
@@ -426,6 +428,7 @@ def build_report(
     doc.sections += results_section(rep, rows)
     _steps_vs_expert(rep, doc.sections[0], rows, data["steps_vs_expert"])
     doc.sections.append(arms_section(rep, episodes, arms, comparisons))
+    doc.sections += live_sections(rep, live)
     doc.sections.append(collect_section(rep, data))
     doc.sections.append(mine_section(rep, data["failure_modes"]))
     doc.sections.append(rl_section(rep, data["rl_curve"], data["rl_reasons"]))

@@ -36,6 +36,8 @@ class EpisodeRow:
     instruction: str = ""  # (added) the task utterance the policy saw
     env_retries: int = 0  # (added) reruns after environment errors
     reference_steps: int | None = None  # (added) gold steps by the oracle's labels (collect)
+    category: str | None = None  # (added) live tasks: site, level or segment (reports group by it)
+    cost_usd: float | None = None  # (added) the policy's tokens at its spec prices (eval)
 
 
 @dataclass(slots=True)
@@ -163,6 +165,9 @@ class EpisodeRecord:
     # (added) reflections written about this attempt; stored in the same shard as
     # the episode, so a resumed collection never finds an attempt without them.
     reflections: list[ReflectionRow] = field(default_factory=list)
+    # (added) the LLM judge's calls about this episode (live suites); stored in the same
+    # shard as the episode, so a judged episode is never stored without its judgments.
+    judgments: list[JudgmentRow] = field(default_factory=list)
 
 
 def episode_key(task_id: str, seed: int, policy: str, attempt: int = 0) -> str:
