@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from rmsweb.evaluate.job import eval_job, split_plan
-from rmsweb.evaluate.metrics import eval_rows
+from rmsweb.evaluate.metrics import category_rates, eval_rows
 from rmsweb.stage_io import StageIO
 from rmsweb.store.layout import run_name
 from rmsweb.store.rows import EpisodeRecord, EvalRow
@@ -78,7 +78,13 @@ def _split_metrics(rows: list[EvalRow], records: list[EpisodeRecord]) -> dict[st
         "parse_error_rate": round(overall.parse_error_rate, 4),
         "env_errors": sum(1 for r in records if r.episode.error),
         "wall_s": round(overall.wall_s, 1),
-        "per_task": {r.task_id: round(r.success_rate, 4) for r in rows[:-1]},
+        # Live suites have hundreds of tasks, each run once: their metrics go by category
+        # (site, level, segment), so `dvc exp show` gets a dozen columns, not hundreds.
+        **(
+            {"per_category": category_rates(records)}
+            if any(r.episode.category for r in records)
+            else {"per_task": {r.task_id: round(r.success_rate, 4) for r in rows[:-1]}}
+        ),
     }
 
 

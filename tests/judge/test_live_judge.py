@@ -12,6 +12,7 @@ from rmsweb.collect.retry import RetryLoop
 from rmsweb.collect.teacher import build_teacher
 from rmsweb.errors import UserError
 from rmsweb.evaluate.job import eval_job, split_plan
+from rmsweb.evaluate.metrics import category_rates
 from rmsweb.judge.client import JudgeClient
 from rmsweb.judge.live import LiveJudge, build_live_judge, judge_cache_dir, page_actions
 from rmsweb.judge.types import Reflection, Verdict
@@ -169,6 +170,10 @@ def test_eval_job_prices_and_judges_and_split_plan_checks_every_split(tmp_path, 
     assert rec.episode.cost_usd == pytest.approx(0.0028) and len(rec.judgments) == 1
     (plain,) = asyncio.run(eval_job("test")(Runner(), None, "Shop--1", 0))
     assert (plain.episode.success, plain.episode.cost_usd, plain.judgments) == (False, None, [])
+    crashed = answered("Shop--2", error="browser crashed")
+    crashed.episode.category, crashed.episode.success = "Shop", True
+    # the eval metrics of live suites go by category; an env error is a failure there too
+    assert category_rates([rec, plain, crashed]) == {"?": 0.0, "Shop": 0.5}
 
 
 def test_judge_cache_lives_outside_the_stage_outputs(tmp_path, monkeypatch) -> None:

@@ -219,6 +219,7 @@ def test_live_eval_stage_judges_reports_exports_and_imports(
     m = json.loads(metrics.read_text())
     assert (m["split"], m["n"], m["val"]["n"]) == ("test", 1, 1)
     assert m["success"] == float(records["test"].episode.success)
+    assert m["per_category"] == {"Local Shop": m["success"]} and "per_task" not in m
 
     # ---- a second eval asks the same questions: the cache answers, nothing is spent
     again = {r.episode.split: r for r in read_records(out2)}
