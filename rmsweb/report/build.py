@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmsweb.report import plots, queries
+from rmsweb.report import plots, queries, retry_study
 from rmsweb.report.document import (
     Document,
     Figure,
@@ -176,9 +176,10 @@ def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
     sec.blocks.append(
         Para(
             "Kept: the shortest successful attempt of each unit (what SFT trains on). "
-            "Gold: the number of steps the oracle (the scripted expert's labels of each "
-            "visited state) finds necessary; a success with more steps took a detour. "
-            "Teacher cost counts every attempt, kept or not (calls: one per step)."
+            "Gold: the task-level reference length (the scripted expert's own length on "
+            "that task and seed where the suite has experts); a success with more steps "
+            "took a detour. Teacher cost counts every attempt, kept or not (calls: one per "
+            "step plus one per reflection; tokens of both)."
         )
     )
     sec.blocks.append(
@@ -390,6 +391,7 @@ def build_report(runs: Mapping[str, Path], *, title: str) -> Report:
     con = connect(named)
     try:
         data = queries.run_all(con)
+        data.update(retry_study.queries(con))
         rows = eval_rows_from(data["eval_by_task"])
         _label_compared(rows)
         counts: dict[str, dict[str, int]] = {}
@@ -410,6 +412,7 @@ def build_report(runs: Mapping[str, Path], *, title: str) -> Report:
     doc.sections += results_section(rep, rows)
     _steps_vs_expert(rep, doc.sections[0], rows, data["steps_vs_expert"])
     doc.sections.append(collect_section(rep, data))
+    doc.sections.append(retry_study.section(rep.metrics, data))
     doc.sections.append(mine_section(rep, data["failure_modes"]))
     doc.sections.append(rl_section(rep, data["rl_curve"], data["rl_reasons"]))
     doc.sections.append(inputs_section(runs, counts))
