@@ -18,26 +18,52 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rmsweb.report.document import Para, Section, Table
-from rmsweb.report.queries import KEPT, fetch
+from rmsweb.report.queries import fetch
 from rmsweb.report.tables import num, pct
 
 if TYPE_CHECKING:
     import duckdb
 
-ARMS = (
-    KEPT
-    + """
-, kept AS (
+# Every query starts from `ep` (collect episodes) and `rf` (their reflections, with the
+# attempt's success); with `matched`, only units (task, seed) that every collect run has,
+# so arms collected on different numbers of seeds compare on the same units.
+BASE = """
+WITH ep AS (
+    SELECT * FROM episodes WHERE stage = 'collect' {matched}
+), rf AS (
+    SELECT r.*, e.success FROM reflections r
+    JOIN ep e ON e.run = r.run AND e.episode_id = r.episode_id
+)
+"""
+MATCHED = """
+    AND (task_id, seed) IN (
+        SELECT (task_id, seed) FROM episodes WHERE stage = 'collect' AND attempt = 0
+        GROUP BY task_id, seed
+        HAVING count(DISTINCT run) = (
+            SELECT count(DISTINCT run) FROM episodes WHERE stage = 'collect'
+        )
+    )
+"""
+
+ARMS = """
+, ok AS (
+    SELECT run, n_steps, reference_steps,
+           row_number() OVER (
+               PARTITION BY run, task_id, seed, policy ORDER BY n_steps, attempt
+           ) AS rank
+    FROM ep WHERE success
+), kept AS (
+    -- the kept trajectory of a unit: its shortest success (ties: the earlier attempt)
     SELECT run, count(*) AS kept,
            avg(n_steps / reference_steps) FILTER (WHERE reference_steps > 0) AS kept_over_gold
     FROM ok WHERE rank = 1 GROUP BY run
 ), cost AS (
     SELECT run, count(DISTINCT (task_id, seed, policy)) AS units, count(*) AS attempts,
            sum(n_steps) AS steps, sum(tokens_in + tokens_out) AS tokens
-    FROM episodes WHERE stage = 'collect' GROUP BY run
+    FROM ep GROUP BY run
 ), refl AS (
     SELECT run, count(*) AS reflections, sum(tokens_in + tokens_out) AS tokens
-    FROM reflections WHERE stage = 'collect' GROUP BY run
+    FROM rf GROUP BY run
 )
 SELECT cost.run, units, attempts,
        steps + coalesce(refl.reflections, 0) AS calls,
@@ -47,23 +73,20 @@ SELECT cost.run, units, attempts,
 FROM cost LEFT JOIN kept USING (run) LEFT JOIN refl USING (run)
 ORDER BY cost.run
 """
-)
 
 FIRST_SUCCESS = """
-WITH u AS (
+, u AS (
     SELECT run, min(attempt) FILTER (WHERE success) AS first_ok
-    FROM episodes WHERE stage = 'collect'
-    GROUP BY run, task_id, seed, policy
+    FROM ep GROUP BY run, task_id, seed, policy
 )
 SELECT run, first_ok, count(*) AS units FROM u GROUP BY ALL ORDER BY run, first_ok
 """
 
 # Definitions as rmsweb.judge.grade.critic_scores (tests/report pins the agreement).
 CRITIC = """
-WITH g AS (
-    SELECT r.run, e.success, r.named_steps AS named, r.oracle_bad_steps AS bad
-    FROM reflections r JOIN episodes e ON e.run = r.run AND e.episode_id = r.episode_id
-    WHERE r.stage = 'collect' AND r.oracle_bad_steps IS NOT NULL
+, g AS (
+    SELECT run, success, named_steps AS named, oracle_bad_steps AS bad
+    FROM rf WHERE oracle_bad_steps IS NOT NULL
 )
 SELECT run, count(*) AS graded,
        count(*) FILTER (WHERE NOT success AND len(named) > 0) AS fe_named,
@@ -79,24 +102,26 @@ FROM g GROUP BY run ORDER BY run
 
 
 def queries(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict[str, Any]]]:
-    return {
-        "retry_arms": fetch(con, ARMS),
-        "retry_first_success": fetch(con, FIRST_SUCCESS),
-        "retry_critic": fetch(con, CRITIC),
-    }
+    out = {}
+    for prefix, matched in (("retry", ""), ("retry_matched", MATCHED)):
+        base = BASE.format(matched=matched)
+        out[f"{prefix}_arms"] = fetch(con, base + ARMS)
+        out[f"{prefix}_first_success"] = fetch(con, base + FIRST_SUCCESS)
+        out[f"{prefix}_critic"] = fetch(con, base + CRITIC)
+    return out
 
 
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b else None
 
 
-def arm_rows(data: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def arm_rows(data: dict[str, list[dict[str, Any]]], prefix: str = "retry") -> list[dict]:
     """One dict per collect run: yields by attempt, kept/gold, costs, critic scores."""
-    critic = {c["run"]: c for c in data["retry_critic"]}
+    critic = {c["run"]: c for c in data[f"{prefix}_critic"]}
     out = []
-    for arm in data["retry_arms"]:
+    for arm in data[f"{prefix}_arms"]:
         run, units = arm["run"], arm["units"]
-        firsts = [f for f in data["retry_first_success"] if f["run"] == run]
+        firsts = [f for f in data[f"{prefix}_first_success"] if f["run"] == run]
         last = max((f["first_ok"] for f in firsts if f["first_ok"] is not None), default=0)
         yields = [
             sum(f["units"] for f in firsts if f["first_ok"] is not None and f["first_ok"] <= k)
@@ -126,17 +151,20 @@ def arm_rows(data: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return out
 
 
-def _p(v: float | None) -> str:
-    return pct(v)
+METRICS = (
+    "kept_over_gold",
+    "attempts_per_unit",
+    "calls_per_unit",
+    "tokens_per_unit",
+    "calls_per_kept",
+    "first_error_precision",
+    "first_error_recall",
+    "detour_precision",
+    "detour_recall",
+)
 
 
-def section(metrics: dict[str, Any], data: dict[str, list[dict[str, Any]]]) -> Section:
-    """The "Retry study" section; adds its numbers to `metrics` (retry/<run>/<name>)."""
-    sec = Section("Retry study: none / blind / reflect, with costs and the critic's grade")
-    arms = arm_rows(data)
-    if not arms:
-        sec.blocks.append(Para("No collect runs among this report's inputs.", note=True))
-        return sec
+def arms_table(arms: list[dict[str, Any]]) -> Table:
     depth = max(len(a["yields"]) for a in arms)
     head = ["Run", "Units", *[f"Yield ≤{k}" for k in range(depth)], "Kept steps / gold"]
     head += ["Attempts / unit", "Calls / unit", "Tokens / unit", "Calls / kept"]
@@ -154,28 +182,31 @@ def section(metrics: dict[str, Any], data: dict[str, list[dict[str, Any]]]) -> S
                 num(a["calls_per_unit"], 2),
                 num(a["tokens_per_unit"], 0),
                 num(a["calls_per_kept"], 2),
-                _p(a["first_error_precision"]),
-                _p(a["first_error_recall"]),
-                _p(a["detour_precision"]),
-                _p(a["detour_recall"]),
+                *[pct(a[k]) for k in METRICS[-4:]],
             ]
         )
-        key = f"retry/{a['run'].removeprefix('collect/')}"
+    return Table(head, rows, ["left", *["right"] * (len(head) - 1)])
+
+
+def _record(metrics: dict[str, Any], arms: list[dict[str, Any]], tag: str = "") -> None:
+    for a in arms:
+        key = f"retry{tag}/{a['run'].removeprefix('collect/')}"
         for k, y in enumerate(a["yields"]):
             metrics[f"{key}/yield_{k}"] = y
-        for name in (
-            "kept_over_gold",
-            "attempts_per_unit",
-            "calls_per_unit",
-            "tokens_per_unit",
-            "calls_per_kept",
-            "first_error_precision",
-            "first_error_recall",
-            "detour_precision",
-            "detour_recall",
-        ):
+        for name in METRICS:
             metrics[f"{key}/{name}"] = a[name]
-    sec.blocks.append(Table(head, rows, ["left", *["right"] * (len(head) - 1)]))
+
+
+def section(metrics: dict[str, Any], data: dict[str, list[dict[str, Any]]]) -> Section:
+    """The "Retry study" section; adds its numbers to `metrics` (retry/<run>/<name>, and
+    retry_matched/<run>/<name> when the runs collected different units)."""
+    sec = Section("Retry study: none / blind / reflect, with costs and the critic's grade")
+    arms = arm_rows(data)
+    if not arms:
+        sec.blocks.append(Para("No collect runs among this report's inputs.", note=True))
+        return sec
+    sec.blocks.append(arms_table(arms))
+    _record(metrics, arms)
     sec.blocks.append(
         Para(
             "Yield ≤k: share of (task, seed) units solved at attempt k or earlier (a run "
@@ -193,4 +224,14 @@ def section(metrics: dict[str, Any], data: dict[str, list[dict[str, Any]]]) -> S
             "reflect over blind depends on it; at adherence 0 reflect is blind."
         )
     )
+    matched = arm_rows(data, "retry_matched")
+    if matched and {a["units"] for a in matched} != {a["units"] for a in arms}:
+        sec.blocks.append(arms_table(matched))
+        sec.blocks.append(
+            Para(
+                f"The same, on the {matched[0]['units']} units (task, seed) that every run "
+                "collected: arms collected on fewer seeds compare on the same units here."
+            )
+        )
+        _record(metrics, matched, "_matched")
     return sec

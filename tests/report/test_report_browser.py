@@ -60,10 +60,11 @@ def test_report_page(browser, report_dir: Path, tmp_path: Path) -> None:
     page, errors = open_page(browser, (report_dir / "report.html").as_uri())
     assert page.title() == "Browser check"
     headings = page.locator("h2").all_inner_texts()
-    assert headings[:5] == [
+    assert headings[:6] == [
         "Results",
         "Per-task success",
         "Collection: reflection retries",
+        "Retry study: none / blind / reflect, with costs and the critic's grade",
         "Failure-mode mining",
         "RL: rewards, gate and losses",
     ]
