@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rmsweb.report.document import Para, Section, Table
 from rmsweb.report.queries import fetch
 from rmsweb.report.tables import num, pct
+from rmsweb.store.stats import wilson_interval
 
 if TYPE_CHECKING:
     import duckdb
@@ -172,11 +173,15 @@ def arms_table(arms: list[dict[str, Any]]) -> Table:
     rows = []
     for a in arms:
         ys = a["yields"] + [a["yields"][-1] if a["yields"] else 0.0] * (depth - len(a["yields"]))
+        # The last yield with its 95% Wilson interval over units.
+        low, high = wilson_interval(round(ys[-1] * a["units"]), a["units"])
+        last = f"{pct(ys[-1])} [{100 * low:.1f}, {100 * high:.1f}]"
         rows.append(
             [
                 a["run"],
                 str(a["units"]),
-                *[pct(y) for y in ys],
+                *[pct(y) for y in ys[:-1]],
+                last,
                 num(a["kept_over_gold"], 3),
                 num(a["attempts_per_unit"], 3),
                 num(a["calls_per_unit"], 2),
@@ -210,7 +215,8 @@ def section(metrics: dict[str, Any], data: dict[str, list[dict[str, Any]]]) -> S
     sec.blocks.append(
         Para(
             "Yield ≤k: share of (task, seed) units solved at attempt k or earlier (a run "
-            "with fewer attempts keeps its last yield). Blind and reflect share the cap on "
+            "with fewer attempts keeps its last yield; the last with its 95% Wilson interval "
+            "over units). Blind and reflect share the cap on "
             "attempts (1 + max_retries); none makes one attempt; the cap is not the cost, so "
             "each arm's cost is shown: attempts, teacher calls (one per step plus one per "
             "reflection) and tokens, per unit and per kept trajectory. Kept steps / gold: "
