@@ -70,9 +70,7 @@ def _same(a: str | None, b: str | None) -> bool:
     return normalize_text(a or "", casefold=True) == normalize_text(b or "", casefold=True)
 
 
-_STEP = re.compile(
-    r"\bsteps?\s+(\d+)(?:\s*(?:-|–|to|and)\s*(\d+))?\s*[:,.]?", re.IGNORECASE
-)
+_STEP = re.compile(r"\bsteps?\s+(\d+)(?:\s*(?:-|–|to|and)\s*(\d+))?\s*[:,.]?", re.IGNORECASE)
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"|“([^”]*)”')
 # Words that end the "what was done" clause and start the explanation.
 _CUT = re.compile(

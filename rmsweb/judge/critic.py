@@ -206,7 +206,9 @@ def _outcome(rec: EpisodeRecord, verdict: Verdict) -> str:
         return f"The attempt failed (reward {ep.reward:g})."
     ref = verdict.reference_length
     if ref and ep.n_steps > ref:
-        return f"The attempt succeeded in {ep.n_steps} steps; the shortest known success took {ref}."
+        return (
+            f"The attempt succeeded in {ep.n_steps} steps; the shortest known success took {ref}."
+        )
     return f"The attempt succeeded in {ep.n_steps} steps but took detours."
 
 
