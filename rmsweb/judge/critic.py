@@ -6,10 +6,10 @@ wrong, and the collect stage measures how often (rmsweb.judge.grade).
 
 Output: plain-language notes, one per suspicious step, in step order, e.g.
     Step 3: clicked [12] button "Cancel"; the goal asks for "Submit".
-    Steps 2-3: scrolled down, then back; the page ended as it was.
-    Step 2: stopped before "password" was filled.
+    Steps 2-3: scrolled down; then scrolled up, and the page ended as it was.
+    Step 2: stopped before "pw" was filled.
 The first clause of a note says what was done (the element's id, role and text, the
-typed value); what follows ";" says why it looks wrong. rmsweb.agents.advice reads
+typed value); what follows (after ";" or "before") says why it looks wrong. rmsweb.agents.advice reads
 notes back; a test holds the two to the same grammar.
 
 How it looks for problems (heuristics a careful reader of the trajectory would use):
@@ -20,11 +20,15 @@ How it looks for problems (heuristics a careful reader of the trajectory would u
      one it does ask for (quoted goal text names it exactly, or its text occurs in
      the goal);
    - a click on a button while a value the goal gives is not yet in any field, or a
-     text field is still empty (a premature submit);
+     text field is still empty (a premature submit; "values" are quoted goal texts
+     that name no element, on a page with text fields);
    - a fill with a value the goal does not give, or into a field the goal labels
      for another value ('the username "vina"' labels "vina" for "Username");
    - a final stop or answer (stopped before the task was done);
    - otherwise the last step (the attempt ended in failure right after it).
+Where it errs, by construction: it takes a field's last fill as the one that counts
+(so a correct fill later spoiled is blamed instead of the spoiling one), and a wrong
+fill undone at once reads as back and forth over both steps.
 """
 
 from __future__ import annotations
