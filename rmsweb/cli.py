@@ -28,7 +28,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 suite_app = typer.Typer(
-    help="Suites: list tasks, check the scripted experts.", no_args_is_help=True
+    help="Suites: list and show them, check the scripted experts.", no_args_is_help=True
 )
 app.add_typer(suite_app, name="suite")
 
@@ -233,6 +233,14 @@ def suite_list(
     run_guarded(lambda: load_impl("rmsweb.suites.commands", "list_tasks")(suite))
 
 
+@suite_app.command("show")
+def suite_show(
+    suite: Annotated[str, typer.Argument(help="Suite name, e.g. webvoyager.")],
+) -> None:
+    """Show a suite: task counts, categories (sites, levels, segments) and splits."""
+    run_guarded(lambda: load_impl("rmsweb.suites.commands", "show_suite")(suite))
+
+
 @suite_app.command("check")
 def suite_check(
     suite: Annotated[str, typer.Argument(help="Suite name, e.g. miniwob.")],
@@ -282,6 +290,76 @@ def view(
 ) -> None:
     """Write a static HTML trajectory viewer for a run."""
     run_guarded(lambda: load_impl("rmsweb.report.viewer", "main")(run_dir, out=out))
+
+
+@app.command("export-om2w")
+def export_om2w(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder, e.g. runs/eval/paper-8b/rl/s0.")],
+    out: Annotated[Path, typer.Argument(help="Folder to write <task_id>/ folders into.")],
+) -> None:
+    """Write a run's episodes in the Online-Mind2Web judge-input layout (result.json and
+    trajectory/<N>_full_screenshot.png per task), for the benchmark authors' evaluator."""
+
+    def go() -> None:
+        folders = load_impl("rmsweb.judge.om2w_layout", "export_run_dir")(run_dir, out)
+        typer.echo(f"wrote {len(folders)} trajectory folder(s) to {out}")
+
+    run_guarded(go)
+
+
+@app.command("judge-om2w")
+def judge_om2w(
+    dirs: Annotated[
+        list[Path], typer.Argument(help="Runs in the Online-Mind2Web layout (or task folders).")
+    ],
+    out: Annotated[Path, typer.Option(help="Run folder to write (episodes + judgments).")],
+    suite: Annotated[
+        str, typer.Option(help="Benchmark of the tasks: categories and default protocol.")
+    ] = "online_mind2web",
+    protocol: Annotated[
+        str, typer.Option(help="suite (the benchmark's own), webvoyager, webjudge, webtailbench.")
+    ] = "suite",
+    base_url: Annotated[
+        str, typer.Option(help="OpenAI-compatible endpoint of the judge.")
+    ] = "http://127.0.0.1:8000/v1",
+    model: Annotated[str, typer.Option(help="Judge model name.")] = "Qwen/Qwen3-VL-32B-Instruct",
+    api_key_env: Annotated[
+        str, typer.Option(help="Environment variable holding the key.")
+    ] = "OPENAI_API_KEY",
+    concurrency: Annotated[int, typer.Option(help="Judge requests in flight.")] = 8,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Completion tokens per call (default: protocol's).")
+    ] = None,
+    input_usd_per_mtok: Annotated[float, typer.Option(help="Judge prompt price, $/M.")] = 0.0,
+    output_usd_per_mtok: Annotated[float, typer.Option(help="Judge completion price, $/M.")] = 0.0,
+    agent: Annotated[str, typer.Option(help="Policy name for the episodes rows.")] = "imported",
+    cache: Annotated[
+        Path | None,
+        typer.Option(help="Judge answer cache (default: $RMSWEB_JUDGE_CACHE or .rmsweb-cache)."),
+    ] = None,
+) -> None:
+    """Judge another agent's run in the Online-Mind2Web layout with a live benchmark's judge;
+    write a run folder (episodes + judgments tables) and print accuracy per category."""
+    options = {
+        "protocol": protocol,
+        "base_url": base_url,
+        "model": model,
+        "api_key_env": api_key_env,
+        "concurrency": concurrency,
+        "max_tokens": max_tokens,
+        "prices": {
+            "input_usd_per_mtok": input_usd_per_mtok,
+            "output_usd_per_mtok": output_usd_per_mtok,
+        },
+    }
+
+    def go() -> None:
+        summary = load_impl("rmsweb.evaluate.imported", "judge_om2w")(
+            dirs, out, suite=suite, policy=agent, judge_options=options, cache_dir=cache
+        )
+        load_impl("rmsweb.evaluate.imported", "print_summary")(summary)
+
+    run_guarded(go)
 
 
 @app.command()

@@ -96,8 +96,8 @@ STAGE_LIST: tuple[StageDef, ...] = (
     StageDef(
         "eval",
         "rmsweb.evaluate.stage",
-        "Evaluate one policy on the held-out split.",
-        ("rmsweb/evaluate", *_ROLLOUT),
+        "Evaluate one policy on the eval splits (live suites: judged by their LLM judge).",
+        ("rmsweb/evaluate", "rmsweb/judge", *_ROLLOUT),
         variant="policy",
     ),
     StageDef(

@@ -33,6 +33,35 @@ def expert_policy(suite: Any, tasks: list[str], name: str = "expert") -> Any:
     return ExpertPolicy(experts, name=name)
 
 
+def mistaken_expert(teacher_spec: Any, suite: Any, tasks: list[str], seed: int, name: str) -> Any:
+    """The scripted expert with the mistake model of an `ExpertTeacher` spec section."""
+    from rmsweb.agents.mistaken_expert import MistakenExpert
+
+    gold = expert_policy(suite, tasks)  # a clear error when a task has no expert
+    return MistakenExpert(
+        gold.experts,
+        teacher_spec.error_rate,
+        teacher_spec.detour_rate,
+        teacher_spec.error_kinds,
+        teacher_spec.detour_kinds,
+        persistence=teacher_spec.persistence,
+        adherence=teacher_spec.adherence,
+        seed=seed,
+        name=name,
+    )
+
+
+def teacher_policy(spec: Any, suite: Any, name: str = "teacher") -> Any:
+    """The policy of `collect.teacher`, mistakes included: what collects the data, and
+    what an eval policy of kind `teacher` runs."""
+    teacher = spec.collect.teacher
+    if teacher.kind == "expert":
+        return mistaken_expert(teacher, suite, list(suite.task_ids()), spec.seed, name)
+    from rmsweb.agents.openai_policy import from_spec
+
+    return from_spec(teacher, prompt_config(spec.model), name)
+
+
 def checkpoint_policy(
     model_dir: Path,
     model_spec: Any,
@@ -78,9 +107,14 @@ def eval_policy(
     policy draws from the data seed, so it is the same in every arm.
     """
     kind = policy_spec.kind
-    tasks = list(spec.suite.tasks)
     if kind == "expert":
+        tasks = list(suite.task_ids())
+        m = policy_spec.mistakes
+        if m.error_rate or m.detour_rate:
+            return mistaken_expert(m, suite, tasks, spec.seed, policy_spec.name)
         return expert_policy(suite, tasks, name=policy_spec.name)
+    if kind == "teacher":
+        return teacher_policy(spec, suite, name=policy_spec.name)
     if kind == "random":
         from rmsweb.agents.random_policy import RandomPolicy
 

@@ -1,4 +1,9 @@
-"""The collect stage's unit of work: the retry loop for one (task, seed) on the runner."""
+"""The collect stage's unit of work: the retry loop for one (task, seed) on the runner.
+
+After the loop (never during it) the oracle grades each reflection against its labels
+of the attempt reflected on (rmsweb.judge.grade); the grade is stored beside the
+reflection, and the labels are then forgotten.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ from collections.abc import Callable, Sequence
 
 from rmsweb.agents.base import Policy
 from rmsweb.collect.retry import RetryLoop, RetryOutcome
+from rmsweb.judge.grade import grade
+from rmsweb.judge.oracle import OracleLabels
 from rmsweb.judge.types import JudgeFn, ReflectFn
 from rmsweb.rollout.runner import EpisodeRunner, Job
 from rmsweb.store.rows import EpisodeRecord, ReflectionRow
@@ -17,6 +24,7 @@ def collect_job(
     reflector: ReflectFn,
     split: str = "train",
     forget: Callable[[str, int], None] | None = None,
+    labels: OracleLabels | None = None,
 ) -> Job:
     """A runner Job: the retry loop for one (task, seed); returns every attempt's record."""
 
@@ -31,16 +39,24 @@ def collect_job(
         outcome: RetryOutcome = await loop.run(attempt, judge, reflector)
         for rec, verdict in zip(outcome.attempts, outcome.verdicts, strict=True):
             rec.episode.reference_steps = verdict.reference_length
-        if forget is not None:
-            forget(task_id, seed)  # the oracle's labels of these states are no longer needed
-        # A reflection is stored with the attempt it reflects on.
+        # A reflection is stored with the attempt it reflects on, graded by the oracle.
         for r in outcome.reflections:
             rec = outcome.attempts[r.attempt]
+            g = grade(r.text, rec, labels)
             rec.reflections.append(
                 ReflectionRow(
-                    rec.episode.episode_id, r.attempt, r.text, r.source, r.tokens_in, r.tokens_out
+                    rec.episode.episode_id,
+                    r.attempt,
+                    r.text,
+                    r.source,
+                    r.tokens_in,
+                    r.tokens_out,
+                    named_steps=g.named,
+                    oracle_bad_steps=g.bad,
                 )
             )
+        if forget is not None:
+            forget(task_id, seed)  # the oracle's labels of these states are no longer needed
         return outcome.attempts
 
     return job

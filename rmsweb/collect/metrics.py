@@ -1,14 +1,27 @@
-"""Collect-stage metrics: yield per attempt index, kept steps, teacher cost per kept trajectory."""
+"""Collect-stage metrics: yield per attempt index, kept steps, what it cost, and how right
+the reflector was.
+
+Cost is counted per (task, seed) unit and per kept trajectory, every attempt counted,
+kept or not: attempts; teacher calls = one per step plus one per reflection (the
+reflector is the teacher model for LLM teachers; the rule critic stands in for such a
+call); tokens of the steps and of the reflections. The critic's scores are the oracle's
+grades of the stored reflections (rmsweb.judge.grade).
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
+from rmsweb.judge.grade import Graded, critic_scores
 from rmsweb.store.rows import EpisodeRecord
 
 
+def _round(value: float | None, digits: int) -> float | None:
+    return round(value, digits) if value is not None else None
+
+
 def collection_metrics(records: list[EpisodeRecord], max_attempts: int) -> tuple[dict, list[dict]]:
-    """Yield after each attempt index, kept steps, teacher cost per kept trajectory."""
+    """Yield after each attempt index, kept steps, cost per unit and per kept, critic scores."""
     by_key: dict[tuple[str, int], list[EpisodeRecord]] = defaultdict(list)
     for r in records:
         by_key[(r.episode.task_id, r.episode.seed)].append(r)
@@ -27,32 +40,46 @@ def collection_metrics(records: list[EpisodeRecord], max_attempts: int) -> tuple
         if (wins := [r.episode for r in rs if r.episode.success])
     ]
     kept = len(kept_eps)
-    # Against the oracle's gold length (where the teacher has an oracle): a success with
-    # more steps than gold took a detour.
+    # Against the task-level reference length (the oracle's gold length where the suite
+    # has one): a success with more steps took a detour.
     graded = [r.episode for r in records if r.episode.success and r.episode.reference_steps]
     detoured = sum(1 for e in graded if e.n_steps > e.reference_steps)
     kept_ratio = [e.n_steps / e.reference_steps for e in kept_eps if e.reference_steps]
     failures = sum(1 for r in records if not r.episode.success)
-    calls = sum(len(r.steps) for r in records)
+    reflections = [x for r in records for x in r.reflections]
+    calls = sum(len(r.steps) for r in records) + len(reflections)
     tokens = sum(r.episode.tokens_in + r.episode.tokens_out for r in records)
+    tokens += sum(x.tokens_in + x.tokens_out for x in reflections)
     seconds = sum(r.episode.wall_s for r in records)
     attempts = len(records)
+
+    def per(total: float, den: int, digits: int) -> float | None:
+        return round(total / den, digits) if den else None
+
+    success = {r.episode.episode_id: r.episode.success for r in records}
+    critic = critic_scores(
+        Graded(success[x.episode_id], x.named_steps, x.oracle_bad_steps) for x in reflections
+    )
     metrics = {
         "tasks_x_seeds": n,
         "attempts": attempts,
-        "attempts_per_task_seed": round(attempts / n, 3) if n else 0.0,
+        "attempts_per_task_seed": per(attempts, n, 3),
         "yield": curve[-1]["yield"] if curve else 0.0,
         "yield_first_attempt": curve[0]["yield"] if curve else 0.0,
+        **{f"yield_after_attempt_{c['attempt']}": c["yield"] for c in curve},
         "kept": kept,
-        "kept_mean_steps": round(sum(e.n_steps for e in kept_eps) / kept, 3) if kept else None,
-        "kept_steps_over_gold": round(sum(kept_ratio) / len(kept_ratio), 4) if kept_ratio else None,
-        "detour_fraction": round(detoured / len(graded), 4) if graded else None,
-        "failure_fraction": round(failures / attempts, 4) if attempts else None,
+        "kept_mean_steps": per(sum(e.n_steps for e in kept_eps), kept, 3),
+        "kept_steps_over_gold": _round(per(sum(kept_ratio), len(kept_ratio), 6), 4),
+        "detour_fraction": per(detoured, len(graded), 4),
+        "failure_fraction": per(failures, attempts, 4),
         "env_errors": sum(1 for r in records if r.episode.error),
         "policy_errors": sum(1 for r in records if r.episode.policy_error),
-        "teacher_calls_per_kept": round(calls / kept, 3) if kept else None,
-        "teacher_tokens_per_kept": round(tokens / kept, 1) if kept else None,
-        "teacher_seconds_per_kept": round(seconds / kept, 3) if kept else None,
-        "reflections": sum(len(r.reflections) for r in records),
+        "reflections": len(reflections),
+        "teacher_calls_per_task_seed": per(calls, n, 3),
+        "teacher_tokens_per_task_seed": per(tokens, n, 1),
+        "teacher_calls_per_kept": per(calls, kept, 3),
+        "teacher_tokens_per_kept": per(tokens, kept, 1),
+        "teacher_seconds_per_kept": per(seconds, kept, 3),
+        **{f"critic_{k}": v for k, v in critic.items()},
     }
     return metrics, curve

@@ -2,13 +2,17 @@
 
 How this departs from plain rollouts:
 1. After each attempt a judge decides: success without detours ends the loop.
-   A success with detours (more steps than reference_length * (1 + detour_slack),
-   or steps the judge marks as redundant) or a failure is retried.
-2. In `reflect` mode a reflector writes a short reflection on the attempt and
-   the next attempt is conditioned on all reflections so far. In `blind` mode
-   the teacher simply tries again; in `none` mode there is one attempt.
-3. The budget (max attempts per task and seed) is the same for every mode, so
-   yields compare at equal teacher budget.
+   A success with detours (more steps than the task-level reference length times
+   (1 + detour_slack), or wasted steps the trajectory shows) or a failure is
+   retried (rmsweb.judge.outcome).
+2. In `reflect` mode a reflector writes a short reflection on the attempt from
+   the trajectory and outcome alone, and the next attempt is conditioned on all
+   reflections so far. In `blind` mode the teacher simply tries again; in `none`
+   mode there is one attempt.
+3. `reflect` and `blind` share the cap on attempts (1 + max_retries, or
+   teacher_budget); `none` makes one. The cap is not the cost: attempts, teacher
+   calls (reflections included) and tokens differ per mode and are reported with
+   the yields (rmsweb.collect.metrics), so comparisons state what each arm spent.
 4. The kept attempt is the shortest successful one (ties: the earliest). The
    SFT samples built from it never contain the reflection text.
 Every attempt and every reflection is returned for storage.

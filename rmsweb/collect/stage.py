@@ -2,8 +2,8 @@
 
 For each task and train seed the retry loop (rmsweb.collect.retry) runs up
 to its budget of attempts; every attempt and every reflection is stored
-(episodes.attempt, the reflections table). Resumable: a (task, seed) whose
-attempt 0 is stored is skipped on rerun.
+(episodes.attempt, the reflections table, with the oracle's grade of each
+reflection). Resumable: a (task, seed) whose attempt 0 is stored is skipped on rerun.
 """
 
 from __future__ import annotations
@@ -12,11 +12,16 @@ import asyncio
 import csv
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rmsweb.collect.job import collect_job
 from rmsweb.collect.metrics import collection_metrics
 from rmsweb.collect.retry import RetryLoop
 from rmsweb.stage_io import StageIO
+
+if TYPE_CHECKING:
+    from rmsweb.agents.base import Policy
+    from rmsweb.store.rows import EpisodeRecord
 
 
 def write_curve(path: Path, curve: list[dict]) -> None:
@@ -39,20 +44,28 @@ async def _collect(io: StageIO, loop: RetryLoop) -> float:
         seeds = seeds[: spec.collect.episodes_per_task]
     start = time.perf_counter()
     async with runner:
-        teacher = build_teacher(spec, runner.suite)
+
+        async def play(policy: Policy, task_id: str, seed: int) -> EpisodeRecord:
+            # The gold expert's episode, for the judge's gold length; not stored.
+            return await runner.run_episode(policy, task_id, seed, split="train")
+
+        teacher = build_teacher(spec, runner.suite, play=play)
+        job = collect_job(
+            loop, teacher.judge, teacher.reflector, forget=teacher.forget, labels=teacher.labels
+        )
         try:
             with ShardWriter(io.out) as sink:
                 await runner.run(
                     teacher.policy,
-                    runner.suite.task_ids(),
+                    runner.suite.task_ids("train"),
                     seeds,
                     sink,
                     split="train",
-                    job=collect_job(loop, teacher.judge, teacher.reflector, forget=teacher.forget),
+                    job=job,
                     description=f"collect ({spec.collect.retry})",
                 )
         finally:
-            await teacher.policy.close()
+            await teacher.close()
     return time.perf_counter() - start
 
 

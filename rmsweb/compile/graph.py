@@ -201,6 +201,12 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             continue
         if policy.kind == "openai":
             reads.append(Read("model.prompt"))
+        elif policy.kind == "teacher":
+            # The collect stage's teacher: its mistake model, or its endpoint and prompt.
+            # Adherence only matters with reflections, which an eval episode never has.
+            reads.append(Read("collect.teacher", frozenset({"adherence"})))
+            if spec.collect.teacher.kind == "openai":
+                reads.append(Read("model.prompt"))
         evals.append(add("eval", reads, {}, variant=policy.name))
 
     # The report reads the evals and every run upstream of them (collect yield,

@@ -87,3 +87,12 @@ def eval_rows(
         )
     )
     return rows
+
+
+def category_rates(records: Iterable[EpisodeRecord]) -> dict[str, float]:
+    """Success rate per task category (live suites: site, level or segment); episodes
+    with an environment error count as failures, as everywhere in eval."""
+    by: dict[str, list[bool]] = defaultdict(list)
+    for r in records:
+        by[r.episode.category or "?"].append(r.episode.success and r.episode.error is None)
+    return {c: round(sum(v) / len(v), 4) for c, v in sorted(by.items())}

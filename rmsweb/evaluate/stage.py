@@ -5,6 +5,8 @@ finished episodes), an `evals` table (per split: one row per task plus the
 overall row) and the metrics JSON that `dvc metrics show` / `dvc exp show` read:
 `success` etc. for the first reported split (test when evaluated), the others
 under `<split>/...`. A trained policy's eval runs once per training seed.
+On live suites every episode is judged by the suite's LLM judge before it is stored
+(its verdict is the success; the judge's calls go to the judgments table).
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import asyncio
 import time
 from typing import Any
 
-from rmsweb.evaluate.metrics import eval_rows
+from rmsweb.evaluate.job import eval_job, split_plan
+from rmsweb.evaluate.metrics import category_rates, eval_rows
 from rmsweb.stage_io import StageIO
 from rmsweb.store.layout import run_name
-from rmsweb.store.rows import EvalRow
+from rmsweb.store.rows import EpisodeRecord, EvalRow
 
 # The split whose numbers are the stage's headline metrics: test when it is evaluated.
 REPORT_ORDER = ("test", "val", "train")
@@ -27,34 +30,44 @@ async def _run(io: StageIO, policy_spec: Any, run: str) -> dict[str, float]:
     from rmsweb.agents.build import eval_policy
     from rmsweb.rollout.build import build_runner
     from rmsweb.store.writer import ShardWriter
+    from rmsweb.suites.factory import LIVE_SUITES
 
     spec = io.spec
     runner = build_runner(spec.suite, run=run, stage="eval")
+    plan = split_plan(runner.suite, spec.eval.splits, spec.eval.seeds_per_task)
+    prices = getattr(policy_spec, "prices", None)  # expert and random cost nothing
     walls: dict[str, float] = {}
+    judge = None
     async with runner:
         policy = eval_policy(policy_spec, spec, runner.suite, io.inputs, seed=io.train_seed)
         try:
+            if spec.suite.kind in LIVE_SUITES:
+                from rmsweb.judge.live import build_live_judge
+
+                judge = build_live_judge(spec.suite, runner.suite)
             with ShardWriter(io.out) as sink:
-                for split in spec.eval.splits:
-                    seeds = runner.suite.seeds(split)
-                    if spec.eval.seeds_per_task:
-                        seeds = seeds[: spec.eval.seeds_per_task]
+                for split, (tasks, seeds) in plan.items():
                     start = time.perf_counter()
                     await runner.run(
                         policy,
-                        runner.suite.task_ids(),
+                        tasks,
                         seeds,
                         sink,
                         split=split,
+                        job=eval_job(
+                            split, judge=judge, cost_usd=prices.cost_usd if prices else None
+                        ),
                         description=f"eval {io.policy} ({split})",
                     )
                     walls[split] = time.perf_counter() - start
         finally:
             await policy.close()
+            if judge is not None:
+                await judge.close()
     return walls
 
 
-def _split_metrics(rows: list[EvalRow]) -> dict[str, Any]:
+def _split_metrics(rows: list[EvalRow], records: list[EpisodeRecord]) -> dict[str, Any]:
     overall = rows[-1]
     return {
         "n": overall.n,
@@ -66,7 +79,13 @@ def _split_metrics(rows: list[EvalRow]) -> dict[str, Any]:
         "env_errors": overall.env_errors,
         "policy_errors": overall.policy_errors,
         "wall_s": round(overall.wall_s, 1),
-        "per_task": {r.task_id: round(r.success_rate, 4) for r in rows[:-1]},
+        # Live suites have hundreds of tasks, each run once: their metrics go by category
+        # (site, level, segment), so `dvc exp show` gets a dozen columns, not hundreds.
+        **(
+            {"per_category": category_rates(records)}
+            if any(r.episode.category for r in records)
+            else {"per_task": {r.task_id: round(r.success_rate, 4) for r in rows[:-1]}}
+        ),
     }
 
 
@@ -95,7 +114,7 @@ def main(io: StageIO) -> None:
             wall_s=walls.get(split, 0.0),
         )
         all_rows += rows
-        values = {"split": split, **_split_metrics(rows)}
+        values = {"split": split, **_split_metrics(rows, mine)}
         if i == 0:
             metrics.update(values)
         else:

@@ -229,10 +229,15 @@ class JudgeClient:
         """What this client asked and spent so far (cache hits spend nothing)."""
         return self._totals
 
-    def take_rows(self) -> list[JudgmentRow]:
-        """The rows recorded since the last call (for a table writer)."""
-        rows, self.rows = self.rows, []
-        return rows
+    def take_rows(self, episode_id: str | None = None) -> list[JudgmentRow]:
+        """The rows recorded and not taken yet: all, or those of one episode (episodes
+        are judged concurrently, so each takes its own)."""
+        if episode_id is None:
+            rows, self.rows = self.rows, []
+            return rows
+        mine = [r for r in self.rows if r.episode_id == episode_id]
+        self.rows = [r for r in self.rows if r.episode_id != episode_id]
+        return mine
 
     async def close(self) -> None:
         await self.backend.close()

@@ -73,6 +73,21 @@ def export_run(
     return out
 
 
+def export_run_dir(run_dir: Path, out_dir: Path) -> list[Path]:
+    """`rmsweb export-om2w`: every episode of a stored run (its folder of tables) in the
+    layout under `out_dir`; episodes that ended in an environment error have no
+    trajectory and are left out."""
+    from rmsweb.store.layout import is_run_dir
+    from rmsweb.store.reader import read_records
+
+    if not is_run_dir(Path(run_dir)):
+        raise UserError(f"{run_dir}: not a run folder (no episodes/ ... tables in it).")
+    records = [r for r in read_records(Path(run_dir)) if r.episode.error is None and r.steps]
+    if not records:
+        raise UserError(f"{run_dir}: no finished episodes to export.")
+    return export_run(records, Path(out_dir))
+
+
 def read_trajectory(folder: Path) -> JudgeInput:
     """One run in the layout (v1 or v2 result.json) as the judge's input."""
     folder = Path(folder)
@@ -113,7 +128,10 @@ def read_trajectory(folder: Path) -> JudgeInput:
 
 
 def read_run(root: Path) -> list[JudgeInput]:
-    """Every task folder (one holding result.json) below `root`, in name order."""
+    """Every task folder (one holding result.json) below `root`, in name order; `root`
+    itself when it is one."""
+    if (Path(root) / RESULT).is_file():
+        return [read_trajectory(Path(root))]
     folders = sorted(p.parent for p in Path(root).glob(f"*/{RESULT}"))
     if not folders:
         raise UserError(f"{root}: no <task_id>/{RESULT} folders (Online-Mind2Web layout).")

@@ -7,7 +7,9 @@ shown to a policy or a reflector.
 - `OracleLabels` records, for every state a teacher visits, the expert's acceptable
   actions, keyed by (task, seed, attempt, step).
 - `LabelingPolicy` wraps any policy so that the states it visits get labelled.
-- `redundant_steps` lists the steps of an episode whose action was not acceptable.
+- `bad_steps` lists the steps of an episode whose action was not acceptable (the
+  first of them is the oracle's first error, the critical state of mining).
+- `clean_length` reads the gold length off an attempt the oracle found no fault in.
 """
 
 from __future__ import annotations
@@ -69,18 +71,30 @@ class LabelingPolicy:
         await self.inner.close()
 
 
-def redundant_steps(rec: EpisodeRecord, labels: OracleLabels) -> tuple[list[int], int | None]:
-    """Steps whose action was not acceptable; and the first of them that is a mistake."""
+def bad_steps(rec: EpisodeRecord, labels: OracleLabels) -> list[int] | None:
+    """Steps whose action the oracle did not accept, in order; None if a step is unlabelled."""
     ep = rec.episode
-    redundant = []
+    bad = []
     for st in rec.steps:
         label = labels.get(ep.task_id, ep.seed, ep.attempt, st.step)
         if label is None:
-            continue
+            return None
         action = Action.from_row(st.action) if st.action else None
         ok = action is not None and matches_any(
             action, label.acceptable, elements=label.observation.elements
         )
         if not ok:
-            redundant.append(st.step)
-    return redundant, (redundant[0] if redundant else None)
+            bad.append(st.step)
+    return bad
+
+
+def clean_length(rec: EpisodeRecord, labels: OracleLabels) -> int | None:
+    """The gold length, read off a successful attempt whose every step the oracle accepts.
+
+    The expert's acceptable actions are those on a shortest path (env.types.Expert), so
+    an attempt that took only such actions and succeeded took a shortest path. Else None
+    (the gold length must then come from playing the expert).
+    """
+    if not rec.episode.success or not rec.steps:
+        return None
+    return len(rec.steps) if bad_steps(rec, labels) == [] else None

@@ -1,8 +1,8 @@
-"""Reflectors: a short plain-language reflection on an attempt that was not clean.
+"""The LLM reflector: the teacher model reflects on its own attempt (openai teachers).
 
-- `rule_reflector` diffs the trajectory against the oracle's labels in plain language
-  (offline suites);
-- `llm_reflector` asks the teacher model itself (openai teachers).
+It sees what the rule critic sees (rmsweb.judge.critic) and no more: the goal, each
+step's observation (cut to `OBS_CHARS`), output, action and error, and the outcome
+(reward, success, the judge's verdict). Its text goes into the next attempt's prompt.
 """
 
 from __future__ import annotations
@@ -10,62 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rmsweb.env.actions import Action, format_action, parse_action
-from rmsweb.env.types import Observation
-from rmsweb.judge.oracle import OracleLabels
 from rmsweb.judge.types import ChatModel, ReflectFn, Reflection, Verdict
 from rmsweb.store.rows import EpisodeRecord
 
-
-def describe(obs: Observation, target: str | None) -> str:
-    el = obs.elements.get(target or "")
-    return f'{el.role} "{el.name}"' if el else "an element"
-
-
-def rule_reflector(labels: OracleLabels) -> ReflectFn:
-    """Plain-language diff of the trajectory against the expert's labels."""
-
-    async def reflect(rec: EpisodeRecord, verdict: Verdict, earlier: Sequence[str]) -> Reflection:
-        ep = rec.episode
-        notes: list[str] = []
-        for st in rec.steps:
-            if st.step not in verdict.redundant_steps:
-                continue
-            label = labels.get(ep.task_id, ep.seed, ep.attempt, st.step)
-            if label is None:
-                continue
-            obs = label.observation
-            did = (
-                format_action(Action.from_row(st.action)) if st.action else "an unparseable output"
-            )
-            acted = describe(obs, st.action.target if st.action else None)
-            if label.acceptable:
-                right = label.acceptable[0]
-                should = f"{format_action(right)} ({describe(obs, right.target)})"
-                if st.action and st.action.type in ("stop", "answer"):
-                    what = f"stopped with {did} although the task was not done"
-                elif st.action and st.action.target:
-                    what = f"did {did} on {acted}"
-                else:
-                    what = f"did {did}"
-                notes.append(f"Step {st.step + 1}: {what}; the right action was {should}.")
-            else:
-                notes.append(f"Step {st.step + 1}: {did} was not needed.")
-        if not ep.success:
-            outcome = "The attempt failed"
-            if ep.error:
-                outcome += f" (environment error: {ep.error})"
-        else:
-            outcome = f"The attempt succeeded in {ep.n_steps} steps but took detours"
-        text = outcome + ". " + (" ".join(notes) if notes else "Follow the task more directly.")
-        return Reflection(ep.attempt, text, "rule")
-
-    return reflect
-
+OBS_CHARS = 600  # per step: enough for the elements near the action, bounded prompt size
 
 REFLECTION_PROMPT = """\
 You attempted a web task and did not solve it cleanly. Write 1-3 short sentences:
-name the first wrong or unnecessary step (by its number, as "Step N") and what to do
-instead. Be concrete (element ids and names).
+name the first wrong or unnecessary step (by its number, as "Step N: <what you did>;
+<why it was wrong>"), with the element id and text, e.g.
+Step 2: clicked [7] button "Cancel"; the goal asks for "Submit".
 
 Task: {instruction}
 Steps:
@@ -74,8 +28,23 @@ Outcome: {outcome}
 Earlier lessons: {earlier}"""
 
 
+def outcome_text(rec: EpisodeRecord, verdict: Verdict) -> str:
+    ep = rec.episode
+    if not ep.success:
+        text = f"failure (reward {ep.reward:g})"
+        return text + (f", environment error: {ep.error}" if ep.error else "")
+    text = f"success in {ep.n_steps} steps, with detours"
+    if verdict.reference_length:
+        text += f" (the shortest known success took {verdict.reference_length})"
+    if verdict.redundant_steps:
+        text += "; steps that changed nothing: " + ", ".join(
+            str(s + 1) for s in verdict.redundant_steps
+        )
+    return text
+
+
 def llm_reflector(client: ChatModel, model_name: str) -> ReflectFn:
-    """The teacher model reflects on its own attempt (openai teachers)."""
+    """The teacher model reflects on its own attempt."""
 
     async def reflect(rec: EpisodeRecord, verdict: Verdict, earlier: Sequence[str]) -> Reflection:
         ep = rec.episode
@@ -84,12 +53,12 @@ def llm_reflector(client: ChatModel, model_name: str) -> ReflectFn:
             parsed = parse_action(st.output_text)
             shown = format_action(parsed) if isinstance(parsed, Action) else st.output_text[:80]
             err = f" -> error: {st.env_error}" if st.env_error else ""
-            lines.append(f"Step {st.step + 1}: {shown}{err}")
-        outcome = "success with detours" if ep.success else "failure"
+            page = st.obs_text[:OBS_CHARS].replace("\n", "\n    ")
+            lines.append(f"Step {st.step + 1}: page:\n    {page}\n  action: {shown}{err}")
         prompt = REFLECTION_PROMPT.format(
             instruction=ep.instruction,
             steps="\n".join(lines) or "(none)",
-            outcome=outcome,
+            outcome=outcome_text(rec, verdict),
             earlier="; ".join(earlier) or "none",
         )
         text, usage = await client.chat([{"role": "user", "content": prompt}])

@@ -17,8 +17,8 @@ from rmsweb.store.rows import EpisodeRecord
 class Verdict:
     success: bool
     detour: bool = False
-    reference_length: int | None = None  # gold number of steps, when known
-    redundant_steps: tuple[int, ...] = ()  # steps the judge found unnecessary
+    reference_length: int | None = None  # task-level reference length, when known
+    redundant_steps: tuple[int, ...] = ()  # wasted steps, seen in the trajectory alone
 
 
 @dataclass

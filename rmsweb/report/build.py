@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmsweb.report import plots, queries
+from rmsweb.report import plots, queries, retry_study
 from rmsweb.report.arms import ArmSummary, Difference
 from rmsweb.report.arms_section import arm_episodes, arms_section
 from rmsweb.report.document import (
@@ -27,6 +27,7 @@ from rmsweb.report.document import (
     to_html,
     to_markdown,
 )
+from rmsweb.report.live import live_cells, live_sections
 from rmsweb.report.tables import eval_metrics, eval_rows_from, eval_table, num, pct, per_task_table
 from rmsweb.stages import STAGES
 from rmsweb.store.layout import run_name
@@ -180,9 +181,10 @@ def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
     sec.blocks.append(
         Para(
             "Kept: the shortest successful attempt of each unit (what SFT trains on). "
-            "Gold: the number of steps the oracle (the scripted expert's labels of each "
-            "visited state) finds necessary; a success with more steps took a detour. "
-            "Teacher cost counts every attempt, kept or not (calls: one per step)."
+            "Gold: the task-level reference length (the scripted expert's own length on "
+            "that task and seed where the suite has experts); a success with more steps "
+            "took a detour. Teacher cost counts every attempt, kept or not (calls: one per "
+            "step plus one per reflection; tokens of both)."
         )
     )
     sec.blocks.append(
@@ -406,6 +408,8 @@ def build_report(
     try:
         data = queries.run_all(con)
         episodes = arm_episodes(con, runs, experiment or title)
+        live = live_cells(con)
+        data.update(retry_study.queries(con))
         rows = eval_rows_from(data["eval_by_task"])
         _label_compared(rows)
         counts: dict[str, dict[str, int]] = {}
@@ -426,7 +430,9 @@ def build_report(
     doc.sections += results_section(rep, rows)
     _steps_vs_expert(rep, doc.sections[0], rows, data["steps_vs_expert"])
     doc.sections.append(arms_section(rep, episodes, arms, comparisons))
+    doc.sections += live_sections(rep, live)
     doc.sections.append(collect_section(rep, data))
+    doc.sections.append(retry_study.section(rep.metrics, data))
     doc.sections.append(mine_section(rep, data["failure_modes"]))
     doc.sections.append(rl_section(rep, data["rl_curve"], data["rl_reasons"]))
     doc.sections.append(inputs_section(runs, counts))

@@ -133,15 +133,24 @@ def collect_kept(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
                    sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out,
                    sum(wall_s) AS wall_s, sum(n_steps) AS teacher_calls
             FROM episodes WHERE stage = 'collect' GROUP BY run
+        ), refl AS (
+            -- a reflection is a teacher call too (the rule critic stands in for one)
+            SELECT run, count(*) AS reflections,
+                   sum(tokens_in) AS r_in, sum(tokens_out) AS r_out
+            FROM reflections WHERE stage = 'collect' GROUP BY run
         )
         SELECT cost.run, units, episodes,
                coalesce(kept, 0) AS kept, kept_steps_mean, kept_steps_median,
-               kept_attempt_mean, attempt0_steps_mean, tokens_in, tokens_out, wall_s,
-               teacher_calls, kept_over_gold, detour_fraction
+               kept_attempt_mean, attempt0_steps_mean,
+               tokens_in + coalesce(r_in, 0) AS tokens_in,
+               tokens_out + coalesce(r_out, 0) AS tokens_out, wall_s,
+               teacher_calls + coalesce(reflections, 0) AS teacher_calls,
+               kept_over_gold, detour_fraction
         FROM cost
         LEFT JOIN kept USING (run)
         LEFT JOIN first USING (run)
         LEFT JOIN detours USING (run)
+        LEFT JOIN refl USING (run)
         ORDER BY cost.run
         """,
     )

@@ -19,6 +19,9 @@ fails that step (the policy sees why in its next observation); an exception of t
 policy ends that episode as a failure with `policy_error` set, and an exception of a
 custom job is stored as a failed attempt 0 of its (task, seed). A UserError (a key,
 URL or setting to fix) is the exception: it stops the run, as every episode would fail.
+
+Navigation: every context carries the navigation guard of `navigation_policy` (live
+suites: the safety policy), else of the suite's allowed origins (offline suites).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from rmsweb.store.rows import (
 from rmsweb.suites.base import Outcome, Suite
 
 if TYPE_CHECKING:
+    from rmsweb.env.guard import NavigationPolicy
     from rmsweb.env.pool import BrowserPool, Slot
     from rmsweb.env.session import PageSession
 
@@ -112,7 +116,12 @@ class EpisodeRunner:
         stage: str = "",
         progress: bool = True,
         executable: str | None = None,
+        navigation_policy: NavigationPolicy | None = None,
+        navigation_timeout_s: float | None = None,
+        recycle_after: int = 200,
     ) -> None:
+        """`recycle_after`: episodes per browser context before a fresh one (1: every
+        episode starts with no cookies or storage from the last, as live sites need)."""
         self.suite = suite
         self.contexts = contexts
         self.max_steps = max_steps or suite.max_steps
@@ -126,6 +135,9 @@ class EpisodeRunner:
         self.stage = stage
         self.progress = progress
         self._executable = executable
+        self.navigation_policy = navigation_policy
+        self.navigation_timeout_s = navigation_timeout_s
+        self.recycle_after = recycle_after
         self.pool: BrowserPool | None = None
         self.timing = Timing()  # summed over every episode this runner ran
 
@@ -136,11 +148,15 @@ class EpisodeRunner:
 
         await self.suite.start()
         try:
+            policy = self.navigation_policy
             self.pool = await BrowserPool(
                 self.contexts,
                 viewport=self.viewport,
-                allowed_origins=self.suite.allowed_origins,
+                # the offline policy of the suite's origins (known once it started)
+                allowed_origins=self.suite.allowed_origins if policy is None else None,
+                policy=policy,
                 executable=self._executable,
+                recycle_after=self.recycle_after,
             ).start()
         except BaseException:
             await self.suite.close()
@@ -256,6 +272,7 @@ class EpisodeRunner:
             exclude=self.suite.exclude,
             allowed_origins=self.suite.allowed_origins,
             blocked=slot.blocked,
+            navigation_timeout_s=self.navigation_timeout_s,
         )
         row = self._episode_row(task_id, seed, split, policy, attempt)
         steps: list[StepRow] = []

@@ -6,7 +6,14 @@ Imports nothing else from rmsweb, and nothing heavy: `rmsweb validate` stays fas
 from .collect import CollectSpec, ExpertTeacher, OpenAITeacher
 from .common import SeedRange, SpecFieldError
 from .compute import ComputeSpec
-from .eval import CheckpointPolicy, EvalSpec, ExpertPolicy, OpenAIPolicy, RandomPolicy
+from .eval import (
+    CheckpointPolicy,
+    EvalSpec,
+    ExpertPolicy,
+    OpenAIPolicy,
+    RandomPolicy,
+    TeacherPolicy,
+)
 from .experiment import ExperimentSpec
 from .loader import (
     Located,
@@ -53,6 +60,7 @@ __all__ = [
     "SpecError",
     "SpecErrors",
     "SpecFieldError",
+    "TeacherPolicy",
     "TinyModel",
     "load_experiment",
     "load_from_params",

@@ -61,7 +61,15 @@ class ExpertTeacher(SpecModel):
         ge=0,
         le=1,
         description="Chance that a retry repeats the previous attempt's mistakes (a teacher "
-        "tends to repeat itself) unless a reflection names them; otherwise it draws afresh.",
+        "tends to repeat itself); otherwise it draws afresh at the base rates.",
+    )
+    adherence: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="Chance that the teacher follows a reflection's note: it avoids exactly "
+        "the action the note calls wrong, at the step it names. A note naming the wrong step "
+        "or action does not help. 0: reflections are ignored (reflect behaves as blind).",
     )
     error_kinds: list[ErrorKind] = Field(
         default_factory=lambda: [
@@ -103,13 +111,14 @@ class CollectSpec(SpecModel):
         0.2,
         ge=0,
         description="A success with more than reference_length * (1 + detour_slack) steps is a "
-        "detour and is retried.",
+        "detour and is retried; the reference is task-level (the oracle's gold length where the "
+        "suite has experts, else the shortest success seen for the task).",
     )
     teacher_budget: int | None = Field(
         None,
         ge=1,
-        description="Hard cap on attempts per task and seed, the same for every retry mode "
-        "(equal-budget comparisons); null: 1 + max_retries.",
+        description="Hard cap on attempts per task and seed (for blind and reflect alike); "
+        "null: 1 + max_retries. A cap, not a cost: attempts, calls and tokens are reported.",
     )
     episodes_per_task: int | None = Field(
         None, ge=1, description="Train seeds used per task (null: all of suite.train)."

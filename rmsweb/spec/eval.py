@@ -21,6 +21,14 @@ class ExpertPolicy(SpecModel):
     )
 
 
+class TeacherPolicy(SpecModel):
+    """The collect stage's teacher (`collect.teacher`) with its own mistake model: how
+    good the teacher that collected the data is on held-out seeds (one attempt each)."""
+
+    kind: Literal["teacher"] = "teacher"
+    name: Name = Field("teacher", description="Policy name in tables and reports.")
+
+
 class RandomPolicy(SpecModel):
     """Uniform over valid actions on visible elements: the floor."""
 
@@ -52,7 +60,8 @@ class OpenAIPolicy(OpenAIEndpoint):
 
 
 PolicySpec = Annotated[
-    ExpertPolicy | RandomPolicy | CheckpointPolicy | OpenAIPolicy, Field(discriminator="kind")
+    ExpertPolicy | TeacherPolicy | RandomPolicy | CheckpointPolicy | OpenAIPolicy,
+    Field(discriminator="kind"),
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -56,6 +57,12 @@ class BrowserSpec(SpecModel):
     )
     episode_timeout_s: float = Field(
         60.0, gt=0, description="Wall-clock limit of one episode before it is an env error."
+    )
+    navigation_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="How long a page may take to load before loading is stopped and the "
+        "policy is told so (a slow site is the policy's problem, not an env error).",
     )
     max_env_retries: int = Field(
         2,
@@ -213,6 +220,13 @@ class _LiveSuite(SpecModel):
     test_fraction: float = Field(
         0.5, gt=0, lt=1, description="Share of tasks held out for eval (split by task-id hash)."
     )
+    val_fraction: float = Field(
+        0.1,
+        ge=0,
+        lt=1,
+        description="Share of tasks for validation (same hash, disjoint from test and train; "
+        "0: no val split). The rest is train.",
+    )
     max_steps: int = Field(15, ge=1, le=200, description="Step limit of one episode.")
     max_wall_s: float = Field(
         300.0,
@@ -224,6 +238,11 @@ class _LiveSuite(SpecModel):
         False,
         description="Let pages reach private, loopback and link-local addresses (off: the "
         "safety policy refuses them; file:, chrome:, data:, javascript: stay refused).",
+    )
+    private_origins: list[str] = Field(
+        default_factory=list,
+        description="Private origins pages may reach with allow_private_network off, e.g. "
+        "http://127.0.0.1:8000 for a local site standing in for a live one.",
     )
     judge: JudgeSpec = Field(default_factory=JudgeSpec, description="Success judge.")
     browser: BrowserSpec = Field(
@@ -240,8 +259,25 @@ class _LiveSuite(SpecModel):
             data = {**data, "browser": {**LIVE_BROWSER_DEFAULTS, **data["browser"]}}
         return data
 
+    @field_validator("private_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            if not re.fullmatch(r"https?://[^/\s?#]+", origin):
+                raise ValueError(
+                    f"{origin!r} is not an origin; write scheme://host[:port] with nothing "
+                    "after it, e.g. http://127.0.0.1:8000."
+                )
+        return origins
+
     @model_validator(mode="after")
     def _budget_below_timeout(self) -> _LiveSuite:
+        if self.test_fraction + self.val_fraction >= 1:
+            raise SpecFieldError(
+                "val_fraction",
+                f"test_fraction ({self.test_fraction:g}) + val_fraction ({self.val_fraction:g}) "
+                "leaves no tasks to train on. Fix: make their sum below 1.",
+            )
         if self.max_wall_s >= self.browser.episode_timeout_s:
             raise SpecFieldError(
                 "max_wall_s",

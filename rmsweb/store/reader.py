@@ -178,7 +178,7 @@ def read_rows(run_dir: Path, table: str, *, skip_corrupt: bool = False) -> list[
 
 
 def read_records(run_dir: Path, *, skip_corrupt: bool = False) -> list[EpisodeRecord]:
-    """Whole episodes of a run (steps in step order, their screenshots and reflections)."""
+    """Whole episodes of a run (steps in step order, screenshots, reflections, judgments)."""
     episodes = read_rows(run_dir, "episodes", skip_corrupt=skip_corrupt)
     steps = defaultdict(list)
     for s in read_rows(run_dir, "steps", skip_corrupt=skip_corrupt):
@@ -186,6 +186,9 @@ def read_records(run_dir: Path, *, skip_corrupt: bool = False) -> list[EpisodeRe
     reflections = defaultdict(list)
     for r in read_rows(run_dir, "reflections", skip_corrupt=skip_corrupt):
         reflections[r.episode_id].append(r)
+    judgments = defaultdict(list)
+    for j in read_rows(run_dir, "judgments", skip_corrupt=skip_corrupt):
+        judgments[j.episode_id].append(j)
     shots = {s.sha256: s for s in read_rows(run_dir, "screenshots", skip_corrupt=skip_corrupt)}
     records = []
     for ep in episodes:
@@ -197,6 +200,7 @@ def read_records(run_dir: Path, *, skip_corrupt: bool = False) -> list[EpisodeRe
                 ep_steps,
                 [shots[h] for h in wanted if h in shots],
                 reflections.get(ep.episode_id, []),
+                judgments.get(ep.episode_id, []),
             )
         )
     return records

@@ -35,7 +35,11 @@ class EpisodeRow:
     tokens_out: int = 0
     instruction: str = ""  # (added) the task utterance the policy saw
     env_retries: int = 0  # (added) reruns after environment errors
-    reference_steps: int | None = None  # (added) gold steps by the oracle's labels (collect)
+    # (added) the judge's task-level reference length (collect): the oracle's gold length
+    # where the suite has one, else the shortest success seen (rmsweb.judge.reference)
+    reference_steps: int | None = None
+    category: str | None = None  # (added) live tasks: site, level or segment (reports group by it)
+    cost_usd: float | None = None  # (added) the policy's tokens at its spec prices (eval)
     # (added) the exception that ended the episode, when the policy (or the job around it)
     # raised: "ValueError: ... (at file:line)"; None otherwise. The episode is a failure.
     policy_error: str | None = None
@@ -74,6 +78,10 @@ class ReflectionRow:
     source: str  # "rule" or the LLM's model name
     tokens_in: int = 0  # (added) cost of writing it
     tokens_out: int = 0
+    # (added) the oracle's grade, after the fact (rmsweb.judge.grade); never shown to
+    # the reflector or the teacher.
+    named_steps: list[int] = field(default_factory=list)  # steps the text names, 0-based
+    oracle_bad_steps: list[int] | None = None  # steps the oracle rejects; None: ungraded
 
 
 @dataclass(slots=True)
@@ -167,6 +175,9 @@ class EpisodeRecord:
     # (added) reflections written about this attempt; stored in the same shard as
     # the episode, so a resumed collection never finds an attempt without them.
     reflections: list[ReflectionRow] = field(default_factory=list)
+    # (added) the LLM judge's calls about this episode (live suites); stored in the same
+    # shard as the episode, so a judged episode is never stored without its judgments.
+    judgments: list[JudgmentRow] = field(default_factory=list)
 
 
 def episode_key(task_id: str, seed: int, policy: str, attempt: int = 0) -> str:

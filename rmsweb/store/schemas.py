@@ -38,14 +38,20 @@ ROW_TYPES: dict[str, type] = {
     "mined_states": R.MinedStateRow,
     "rl_groups": R.RLGroupRow,
     "evals": R.EvalRow,
-    "judgments": R.JudgmentRow,  # (added) every LLM-judge call on live suites
+    "judgments": R.JudgmentRow,  # (added) every LLM-judge call on live suites (per episode)
 }
 TABLES: tuple[str, ...] = tuple(ROW_TYPES)
 
 # Tables written together, one shard of whole episodes at a time, by the
 # ShardWriter; the episodes file of a shard is its commit marker.
-EPISODE_TABLES: tuple[str, ...] = ("episodes", "steps", "screenshots", "reflections")
-COMPANION_TABLES: tuple[str, ...] = ("steps", "screenshots", "reflections")
+EPISODE_TABLES: tuple[str, ...] = (
+    "episodes",
+    "steps",
+    "screenshots",
+    "reflections",
+    "judgments",
+)
+COMPANION_TABLES: tuple[str, ...] = ("steps", "screenshots", "reflections", "judgments")
 
 # Columns a view takes from the run's folder instead of the shard (see views.py).
 PATH_COLUMNS: tuple[str, ...] = ("run", "stage")

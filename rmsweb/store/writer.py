@@ -1,7 +1,7 @@
 """Append-only, buffered, crash-safe shard writers for a run folder.
 
 - ShardWriter is the runner's EpisodeSink: it buffers whole episodes (with
-  their steps, screenshots and reflections) and writes them as one shard, a
+  their steps, screenshots, reflections and judgments) and writes them as one shard, a
   file per table with the same name. Each file is written under a hidden temp
   name and renamed; the episodes file goes last and commits the shard (see
   layout.py). A writer killed at any point leaves only temp files and
@@ -88,7 +88,7 @@ def _remove_own_temps(folder: Path, writer_id: str | None) -> None:
 
 
 class ShardWriter:
-    """The Parquet EpisodeSink of one run folder (episodes, steps, screenshots, reflections).
+    """The Parquet EpisodeSink of one run folder (episodes and their companion tables).
 
     Flushes a shard when `max_episodes` are buffered, when the buffer holds
     about `max_bytes`, or at the first write `max_seconds` after the oldest
@@ -130,7 +130,7 @@ class ShardWriter:
     def write(self, record: EpisodeRecord) -> None:
         """Buffer one finished episode; an episode already stored is dropped."""
         key = record.episode.episode_id
-        for row in (*record.steps, *record.reflections):
+        for row in (*record.steps, *record.reflections, *record.judgments):
             if row.episode_id != key:
                 raise ValueError(
                     f"record {key!r} holds a {type(row).__name__} of episode {row.episode_id!r}"
@@ -143,6 +143,7 @@ class ShardWriter:
             self._buf["episodes"].append(record.episode)
             self._buf["steps"].extend(record.steps)
             self._buf["reflections"].extend(record.reflections)
+            self._buf["judgments"].extend(record.judgments)
             self._bytes += sum(len(s.obs_text) + len(s.output_text) for s in record.steps)
             for shot in record.screenshots:
                 self._add_screenshot(shot)

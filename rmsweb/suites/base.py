@@ -57,7 +57,10 @@ class Suite(Protocol):
     allowed_origins: tuple[str, ...] | None
     exclude: tuple[str, ...]  # CSS selectors hidden from observations (the task's own UI)
 
-    def task_ids(self) -> list[str]: ...
+    def task_ids(self, split: str | None = None) -> list[str]:
+        """The tasks of `split` (None: all). Offline suites split seeds, not tasks: every
+        task is in every split. Live suites split tasks (a task is in one split)."""
+        ...
 
     def seeds(self, split: str) -> list[int]: ...
 

@@ -59,14 +59,15 @@ def load_tasks(spec: Any) -> list[LiveTaskInfo]:
     return select(tasks, benchmark=kind, sites=spec.sites, categories=categories, limit=spec.limit)
 
 
-def build_live_suite(spec: Any, *, private_origins: Sequence[str] = ()) -> LiveSuite:
+def build_live_suite(spec: Any) -> LiveSuite:
     """A LiveSuite from a live suite spec section (configs become plain arguments here)."""
     return LiveSuite(
         spec.kind,
         load_tasks(spec),
         test_fraction=spec.test_fraction,
+        val_fraction=spec.val_fraction,
         max_steps=spec.max_steps,
         max_wall_s=spec.max_wall_s,
         allow_private_network=spec.allow_private_network,
-        private_origins=private_origins,
+        private_origins=spec.private_origins,
     )

@@ -14,7 +14,7 @@ from rmsweb.errors import UserError
 if TYPE_CHECKING:
     from rmsweb.suites.base import Suite
 
-# Every suite kind the spec knows; only the offline one runs in this build.
+# Every suite kind the spec knows: MiniWoB offline, the others live (judged by an LLM).
 SUITE_KINDS = ("miniwob", "webvoyager", "online_mind2web", "webtailbench")
 LIVE_SUITES = ("webvoyager", "online_mind2web", "webtailbench")
 
@@ -41,7 +41,6 @@ def build_suite(spec: Any) -> Suite:
             test_seeds=spec.test.seeds(),
             max_steps=spec.max_steps,
         )
-    raise UserError(
-        f"the live suite {kind!r} is not available in this rmsweb build; use the offline "
-        "`miniwob` suite."
-    )
+    from rmsweb.suites.benchmarks import build_live_suite
+
+    return build_live_suite(spec)

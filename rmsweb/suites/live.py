@@ -2,7 +2,8 @@
 
 What differs from the offline suites:
 1. A task is a row of a benchmark's task file (`LiveTaskInfo`); splits are over tasks
-   (a task's id hashes to train or test), and a task runs once per seed in `seeds`.
+   (a task's id hashes to train, val or test), and a task runs once per seed in `seeds`
+   (one seed, 0, by default: a live page has no seed to vary).
 2. Pages roam the open web under the safety policy (env/guard.py): browser-internal
    schemes and private addresses are refused unless the spec allows private addresses
    (or names the private origins, e.g. a local site standing in for a live one).
@@ -47,14 +48,19 @@ class LiveTaskInfo:
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. reference answers
 
 
-def split_of(task_id: str, test_fraction: float) -> str:
-    """ "test" for a stable `test_fraction` share of task ids, else "train".
+def split_of(task_id: str, test_fraction: float, val_fraction: float = 0.0) -> str:
+    """The split of a task: "test" for a stable `test_fraction` share of task ids, "val"
+    for the next `val_fraction`, else "train".
 
-    The first 8 bytes of sha256(task_id) as a number in [0, 1): stable across runs,
-    machines and file order, and independent of which other tasks are selected.
+    u = the first 8 bytes of sha256(task_id) as a number in [0, 1): test is u < t, val is
+    t <= u < t + v. Stable across runs, machines and file order, independent of which other
+    tasks are selected; the splits are disjoint by construction, and adding or growing
+    the val share never moves a task into or out of test.
     """
     u = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big") / 2**64
-    return "test" if u < test_fraction else "train"
+    if u < test_fraction:
+        return "test"
+    return "val" if u < test_fraction + val_fraction else "train"
 
 
 def select(
@@ -135,7 +141,7 @@ class LiveTask:
 
 
 class LiveSuite:
-    """A live benchmark over `tasks`, split into train and test by task-id hash.
+    """A live benchmark over `tasks`, split into train, val and test by task-id hash.
 
     `navigation_policy` is the safety policy the runner gives the browser pool
     (allowed_origins is None: the open web)."""
@@ -149,6 +155,7 @@ class LiveSuite:
         tasks: Sequence[LiveTaskInfo],
         *,
         test_fraction: float = 0.5,
+        val_fraction: float = 0.0,
         seeds: Sequence[int] = (0,),
         max_steps: int = 15,
         max_wall_s: float = 300.0,
@@ -164,7 +171,7 @@ class LiveSuite:
         self._tasks = {t.id: t for t in tasks}
         if len(self._tasks) != len(tasks):
             raise UserError(f"{name}: a task id appears twice in the task list.")
-        self._split = {t.id: split_of(t.id, test_fraction) for t in tasks}
+        self._split = {t.id: split_of(t.id, test_fraction, val_fraction) for t in tasks}
         self._seeds = list(seeds)
 
     def info(self, task_id: str) -> LiveTaskInfo:

@@ -179,7 +179,10 @@ class MiniWoB:
             self._server.close()
             self._server = None
 
-    def task_ids(self) -> list[str]:
+    def task_ids(self, split: str | None = None) -> list[str]:
+        """Every task, in every split: MiniWoB's splits are seed ranges."""
+        if split is not None and split not in SPLITS:
+            raise UserError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}.")
         return list(self.tasks)
 
     def seeds(self, split: str) -> list[int]:

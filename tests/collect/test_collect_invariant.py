@@ -17,8 +17,8 @@ from rmsweb.store.rows import MemorySink
 pytestmark = pytest.mark.browser
 
 TIMING = {"started_at", "wall_s", "latency_s"}
-# The judge's annotation of an attempt (the oracle's gold length), not what the
-# teacher did: plain collection has no judge, so it is compared apart below.
+# The judge's annotation of an attempt (its task-level reference length), not what
+# the teacher did: plain collection has no judge, so it is compared apart below.
 ANNOTATIONS = {"reference_steps"}
 
 
@@ -53,8 +53,14 @@ def test_retry_none_equals_plain_collection() -> None:
             seeds = runner.suite.seeds("train")
             teacher = build_teacher(spec, runner.suite)
             await runner.run(teacher.policy, runner.suite.task_ids(), seeds, plain)
-            teacher = build_teacher(spec, runner.suite)
-            job = collect_job(RetryLoop("none", 0), teacher.judge, teacher.reflector)
+
+            async def play(policy, task_id, seed):  # the gold expert, for gold lengths
+                return await runner.run_episode(policy, task_id, seed, split="train")
+
+            teacher = build_teacher(spec, runner.suite, play=play)
+            job = collect_job(
+                RetryLoop("none", 0), teacher.judge, teacher.reflector, labels=teacher.labels
+            )
             await runner.run(teacher.policy, runner.suite.task_ids(), seeds, retried, job=job)
 
     asyncio.run(go())
@@ -64,8 +70,9 @@ def test_retry_none_equals_plain_collection() -> None:
     assert a == b
     assert any(not ep["success"] for ep, _ in a), "the mistake model made some attempts fail"
     assert all(not r.reflections for r in retried.records)
-    # The judge saw every solved attempt and gave it a gold length; plain collection did not.
+    # The judge saw every solved attempt and gave it a reference length; plain collection
+    # did not.
     assert all(r.episode.reference_steps is None for r in plain.records)
     assert all(r.episode.reference_steps for r in retried.records if r.episode.success), (
-        "the oracle judge annotates solved attempts with their gold length"
+        "the judge annotates solved attempts with their reference length"
     )

@@ -238,6 +238,13 @@ def test_retry_ablations_share_what_does_not_depend_on_collect(repo_root: Path) 
     )
     # The study changes only its report: every other stage is miniwob-cpu's.
     assert "miniwob-cpu-retry-study" in stages["sft-s0_miniwob-cpu"].sharers
+    # The adherence sweep adds collect stages only: its evals (the expert, and the teacher,
+    # whose eval ignores adherence: no reflections in an eval episode) are shared.
+    for arm in ("miniwob-cpu-retry-adherence-0", "miniwob-cpu-retry-adherence-05"):
+        assert study.upstream[f"{arm}.collect"].name == f"collect_{arm}"
+        assert study.upstream[f"{arm}.eval-teacher"].name == "eval-teacher_miniwob-cpu"
+        assert arm in stages["eval-expert_miniwob-cpu"].sharers
+    assert not [r for r in study.upstream if "adherence" in r and "-sft" in r]
 
 
 def test_report_compare_must_name_an_experiment(project: Path) -> None:

@@ -64,7 +64,7 @@ class LocalSuite:
         if self.server:
             self.server.close()
 
-    def task_ids(self) -> list[str]:
+    def task_ids(self, split: str | None = None) -> list[str]:
         return ["Finish", "Hang"]
 
     def seeds(self, split: str) -> list[int]:

@@ -1,187 +1,269 @@
-"""A live-suite episode end to end, offline: a local multi-page shop on 127.0.0.1 stands
-in for a live site, with a WebVoyager-shaped task. The episode runs under the safety
-policy (the shop's origin named as the one private origin allowed), is exported in the
-Online-Mind2Web layout, read back, and judged by WebVoyager's protocol through a real
-OpenAI-compatible server (`transformers serve` with a tiny random Qwen3-VL).
+"""A live suite end to end, offline, through the real `rmsweb eval` stage.
 
-Phase-1 note: the episode runner does not hand live suites' safety policy to its browser
-pool yet; `guarded_pool` does it here, as the runner will.
+A local multi-page shop on 127.0.0.1 stands in for a live site: two WebVoyager-shaped
+tasks, one in the val split and one in test (split by task-id hash). The policy is an
+OpenAI-compatible endpoint scripted here (it first tries a private address the safety
+policy refuses, then browses to the price and answers). Each episode is judged by
+WebVoyager's protocol through a real OpenAI-compatible server (`transformers serve`
+with a tiny random Qwen3-VL) before it is stored. Then: a rerun skips everything, a
+second eval gets every verdict from the judge cache, the report has the live section,
+and the run goes out in the Online-Mind2Web layout and comes back through
+`rmsweb judge-om2w` with the same verdicts, from the cache.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
-from rmsweb.agents.base import ActResult
-from rmsweb.env import pool as pool_module
+from rmsweb.cli import app
 from rmsweb.env.server import StaticServer
-from rmsweb.env.types import ActRequest
-from rmsweb.judge.episode import from_record
-from rmsweb.judge.om2w_layout import export_run, read_trajectory
-from rmsweb.judge.protocols import build_judge_client, judge_episode, judge_options
 from rmsweb.judge.webvoyager import parse_verdict
-from rmsweb.rollout.runner import EpisodeRunner
-from rmsweb.spec.suite import JudgeSpec
-from rmsweb.store.rows import MemorySink
-from rmsweb.store.views import connect
-from rmsweb.store.writer import ShardWriter, TableWriter
-from rmsweb.suites.live import LiveSuite
-from rmsweb.suites.webvoyager import load_webvoyager
+from rmsweb.report.build import build_report
+from rmsweb.report.document import to_markdown
+from rmsweb.store.reader import read_records, read_rows
+from rmsweb.suites.live import split_of
 
 pytestmark = pytest.mark.browser
 SITE = Path(__file__).parent / "site"
+EXP, POLICY = "live-e2e", "shop-agent"
+TEST_FRACTION, VAL_FRACTION = 0.5, 0.3
+TOKENS_IN, TOKENS_OUT = 120, 12  # what the scripted policy endpoint reports per call
 
 
-class ShopAgent:
-    """Tries a private address first (refused), then Products -> Blue Widget -> answer."""
-
-    name = "shop-agent"
-
-    def __init__(self, forbidden: str) -> None:
-        self.forbidden = forbidden
-        self.requests: list[ActRequest] = []
-
-    async def act(self, request: ActRequest) -> ActResult:
-        self.requests.append(request)
-        obs = request.observation
-        ids = {e.name: e.id for e in obs.elements.values()}
-        if request.step == 0:
-            text = f'Thought: the admin page may list prices\nAction: goto("{self.forbidden}")'
-        elif price := re.search(r"Price: (\$[\d.]+)", obs.text):
-            text = f'Thought: the price is on the page\nAction: answer("{price.group(1)}")'
-        elif "Blue Widget" in ids:
-            text = f"Thought: open the blue widget\nAction: click({ids['Blue Widget']})"
-        elif "Products" in ids:
-            text = f"Thought: find the catalogue\nAction: click({ids['Products']})"
-        else:
-            text = "Action: stop()"
-        return ActResult(text=text, tokens_in=120, tokens_out=12)
-
-    async def close(self) -> None:
-        pass
+def shop_action(prompt: str, forbidden: str) -> str:
+    """The scripted policy: a refused detour first, then Products -> the product -> answer."""
+    product = re.search(r"Task: Find the price of the (.+?)\.", prompt).group(1)
+    page = prompt.split("Page:\n", 1)[1]
+    if "Previous actions:" not in prompt:
+        return f'Thought: an admin page may list prices\nAction: goto("{forbidden}")'
+    if price := re.search(r"Price: (\$[\d.]+)", page):
+        return f'Thought: the price is on the page\nAction: answer("{price.group(1)}")'
+    for name in (product, "Products"):
+        if link := re.search(rf'\[(\d+)\] link "{name}"', page):
+            return f"Thought: open {name}\nAction: click({link.group(1)})"
+    return "Action: stop()"
 
 
 @pytest.fixture
-def guarded_pool(monkeypatch):
-    """Make the runner's pool carry the suite's navigation policy (phase 2 wires this)."""
+def policy_endpoint() -> Iterator[dict[str, Any]]:
+    """An OpenAI-compatible chat endpoint that plays `shop_action` (set state["forbidden"])."""
+    state: dict[str, Any] = {"forbidden": "", "prompts": []}
 
-    def install(suite: LiveSuite) -> None:
-        class GuardedPool(pool_module.BrowserPool):
-            def __init__(self, contexts: int, *, allowed_origins=None, **kw) -> None:
-                assert allowed_origins is None  # a live suite names no origins
-                super().__init__(contexts, policy=suite.navigation_policy, **kw)
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            prompt = body["messages"][-1]["content"]
+            state["prompts"].append(prompt)
+            text = shop_action(prompt, state["forbidden"])
+            usage = {"prompt_tokens": TOKENS_IN, "completion_tokens": TOKENS_OUT}
+            reply = {"choices": [{"message": {"role": "assistant", "content": text}}]}
+            payload = json.dumps({**reply, "usage": usage}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
 
-        monkeypatch.setattr(pool_module, "BrowserPool", GuardedPool)
+        def log_message(self, *args: Any) -> None:
+            pass
 
-    return install
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    state["base_url"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
-def test_live_episode_export_and_judge_offline(tmp_path, guarded_pool, vl_server) -> None:
-    with StaticServer(SITE) as shop, StaticServer(SITE) as other:
-        tasks_file = tmp_path / "tasks.jsonl"
-        tasks_file.write_text(
+def task_ids() -> dict[str, str]:
+    """One task id per eval split (ids are hashed into splits; pick the first that land)."""
+    found: dict[str, str] = {}
+    for i in range(100):
+        task_id = f"Local Shop--{i}"
+        found.setdefault(split_of(task_id, TEST_FRACTION, VAL_FRACTION), task_id)
+    return found
+
+
+def write_params(tmp_path: Path, shop: StaticServer, policy_url: str, judge: Any) -> Path:
+    ids = task_ids()
+    products = {"val": "Red Widget", "test": "Blue Widget"}
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(
             json.dumps(
                 {
                     "web_name": "Local Shop",
-                    "id": "Local Shop--0",
-                    "ques": "Find the price of the Blue Widget.",
+                    "id": ids[split],
+                    "ques": f"Find the price of the {product}.",
                     "web": shop.url("index.html"),
                 }
             )
             + "\n"
+            for split, product in products.items()
         )
-        tasks = load_webvoyager(tasks_file)
-        suite = LiveSuite(
-            "webvoyager", tasks, max_steps=6, max_wall_s=60, private_origins=[shop.origin]
-        )
-        split = suite.split("Local Shop--0")
-        guarded_pool(suite)
-        agent = ShopAgent(other.url("admin.html"))
-
-        async def run():
-            runner = EpisodeRunner(
-                suite, contexts=1, screenshots=True, progress=False, max_env_retries=0,
-                viewport=(320, 240),  # small screenshots: ~75 image tokens each for the tiny judge
-                run="eval/live-e2e", stage="eval",
-            )  # fmt: skip
-            async with runner:
-                sink = MemorySink()
-                await runner.run(agent, ["Local Shop--0"], suite.seeds(split), sink, split=split)
-            return sink.records
-
-        (record,) = asyncio.run(run())
-
-    # ---- the episode: a refused navigation is a step error, the rest goes through
-    ep = record.episode
-    assert ep.error is None and ep.env_retries == 0
-    assert ep.instruction == "Find the price of the Blue Widget."
-    assert ep.answer == "$12.50" and ep.n_steps == 4
-    assert (ep.tokens_in, ep.tokens_out) == (4 * 120, 4 * 12)  # the policy's cost
-    steps = record.steps
-    assert steps[0].env_error == (
-        f"navigation to {other.url('admin.html')} is blocked (a private address (127.0.0.1))"
     )
-    assert agent.requests[1].observation.last_error == steps[0].env_error
-    assert [s.url.rsplit("/", 1)[-1] for s in steps] == [
-        "index.html", "index.html", "products.html", "blue-widget.html",
-    ]  # fmt: skip
-    assert all(s.screenshot is not None for s in steps)  # kept for the judge
-    # stored once per distinct image: the refused goto left the first page as it was
-    assert steps[0].screenshot == steps[1].screenshot and len(record.screenshots) == 3
+    endpoint = {"base_url": policy_url, "model": POLICY, "concurrency": 1}
+    spec = {
+        "name": EXP,
+        "suite": {
+            "kind": "webvoyager",
+            "tasks_file": str(tasks),
+            "test_fraction": TEST_FRACTION,
+            "val_fraction": VAL_FRACTION,
+            "max_steps": 6,
+            "max_wall_s": 60,
+            "private_origins": [shop.origin],  # the shop; any other private address: refused
+            "browser": {
+                "contexts": 1,
+                "max_env_retries": 0,
+                "episode_timeout_s": 120,
+                # small screenshots: ~75 image tokens each for the tiny judge
+                "viewport_width": 320,
+                "viewport_height": 240,
+            },
+            "judge": {
+                "base_url": judge.base_url,
+                "model": judge.model,
+                "max_tokens": 8,  # a random tiny model: its words do not matter, the plumbing does
+                "concurrency": 1,
+                "prices": {"input_usd_per_mtok": 1.0, "output_usd_per_mtok": 4.0},
+            },
+        },
+        "collect": {"teacher": {"kind": "openai", **endpoint}},
+        "mine": {"mode": "judge"},
+        "eval": {
+            "splits": ["val", "test"],
+            "policies": [
+                {
+                    "kind": "openai",
+                    "name": POLICY,
+                    **endpoint,
+                    "prices": {"input_usd_per_mtok": 2.0, "output_usd_per_mtok": 8.0},
+                }
+            ],
+        },
+    }
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({EXP: spec}, sort_keys=False))
+    return params
 
-    # ---- stored like any run, exported in the Online-Mind2Web layout, read back
-    run_dir = tmp_path / "runs" / "eval" / "live-e2e"
-    with ShardWriter(run_dir) as writer:
-        writer.write(record)
-    (folder,) = export_run([record], tmp_path / "om2w")
-    result = json.loads((folder / "result.json").read_text())
-    history = result["action_history"]
-    assert history[0] == f"-> GOTO: {other.url('admin.html')}" and len(history) == 3
-    assert re.fullmatch(r'\[\d+\] link "Products" -> CLICK', history[1])
-    assert re.fullmatch(r'\[\d+\] link "Blue Widget" -> CLICK', history[2])
-    assert result["final_result_response"] == "$12.50"
+
+def run_eval(params: Path, out: Path, metrics: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["eval", "--exp", EXP, "--policy", POLICY, "--params", str(params), "--out", str(out),
+         "--metrics", str(metrics)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output + repr(result.exception)
+
+
+def test_live_eval_stage_judges_reports_exports_and_imports(
+    tmp_path, monkeypatch, policy_endpoint, vl_server
+) -> None:
+    cache = tmp_path / "judge-cache"  # outside the stage's output, as .rmsweb-cache is
+    monkeypatch.setenv("RMSWEB_JUDGE_CACHE", str(cache))
+    runs = tmp_path / "runs"
+    out, metrics = runs / "eval" / EXP / POLICY, tmp_path / "metrics" / "eval" / f"{EXP}.json"
+    with StaticServer(SITE) as shop, StaticServer(SITE) as other:
+        policy_endpoint["forbidden"] = other.url("admin.html")
+        params = write_params(tmp_path, shop, policy_endpoint["base_url"], vl_server)
+        run_eval(params, out, metrics)
+        prompts = list(policy_endpoint["prompts"])
+        # 2 episodes x 4 steps (a loaded machine may resend a request that timed out)
+        assert len(set(prompts)) == 8
+        run_eval(params, out, metrics)  # a rerun: every episode is stored, nothing runs
+        assert policy_endpoint["prompts"] == prompts
+        out2 = runs / "eval" / f"{EXP}-again" / POLICY
+        run_eval(params, out2, tmp_path / "metrics" / "again.json")
+
+    # ---- the episodes: one per split, each judged before it was stored
+    ids = task_ids()
+    records = {r.episode.split: r for r in read_records(out)}
+    assert sorted(records) == ["test", "val"]
+    answers = {"val": "$9.99", "test": "$12.50"}
+    for split, rec in records.items():
+        ep = rec.episode
+        assert (ep.task_id, ep.seed, ep.error, ep.n_steps) == (ids[split], 0, None, 4)
+        assert ep.answer == answers[split] and ep.category == "Local Shop"
+        assert (ep.tokens_in, ep.tokens_out) == (4 * TOKENS_IN, 4 * TOKENS_OUT)
+        assert ep.cost_usd == pytest.approx((4 * TOKENS_IN * 2.0 + 4 * TOKENS_OUT * 8.0) / 1e6)
+        # the safety policy: the private address is refused, the shop's origin is not
+        assert rec.steps[0].env_error == (
+            f"navigation to {other.url('admin.html')} is blocked (a private address (127.0.0.1))"
+        )
+        assert all(s.screenshot is not None for s in rec.steps)  # kept for the judge
+        # the verdict is the success; its call is stored with the episode
+        (j,) = rec.judgments
+        verdict = parse_verdict(j.output_text)
+        assert ep.success == bool(verdict) and ep.reward == float(bool(verdict))
+        assert (j.protocol, j.model, j.cached) == ("webvoyager", vl_server.model, False)
+        assert (j.parse_ok, j.verdict) == (verdict is not None, "success" if verdict else "failure")
+        # three distinct screenshots reached the judge: 320x240 / 16^2 / 4 = 75 tokens each
+        assert j.tokens_in > 3 * 75 and 0 < j.tokens_out <= 8
+        assert j.cost_usd == pytest.approx((j.tokens_in * 1.0 + j.tokens_out * 4.0) / 1e6)
+
+    # ---- metrics per split, and the evals table
+    m = json.loads(metrics.read_text())
+    assert (m["split"], m["n"], m["val"]["n"]) == ("test", 1, 1)
+    assert m["success"] == float(records["test"].episode.success)
+    assert m["per_category"] == {"Local Shop": m["success"]} and "per_task" not in m
+
+    # ---- a second eval asks the same questions: the cache answers, nothing is spent
+    again = {r.episode.split: r for r in read_records(out2)}
+    for split, rec in again.items():
+        (j,) = rec.judgments
+        assert j.cached and j.cost_usd == 0.0
+        assert j.output_text == records[split].judgments[0].output_text
+    assert list(cache.rglob("*.json"))
+
+    # ---- the report: judged accuracy per benchmark and category, and the cost per task
+    rep = build_report({f"eval-{POLICY}": out}, title="live")
+    md = to_markdown(rep.document)
+    assert "## Live benchmarks: judged accuracy and cost" in md
+    assert f"| {EXP}/{POLICY} | webvoyager | test | Local Shop | 1 |" in md
+    key = f"live/{EXP}/{POLICY}/webvoyager/test"
+    assert rep.metrics[f"{key}/success"] == float(records["test"].episode.success)
+    assert rep.metrics[f"{key}/policy_usd_per_task"] == pytest.approx(
+        records["test"].episode.cost_usd
+    )
+    assert rep.metrics[f"{key}/judge_usd_per_task"] == pytest.approx(
+        records["test"].judgments[0].cost_usd
+    )
+    assert rep.metrics[f"{key}/category/Local Shop"] == rep.metrics[f"{key}/success"]
+
+    # ---- out in the Online-Mind2Web layout, back in through judge-om2w: same verdicts
+    layout = tmp_path / "om2w"
+    result = CliRunner().invoke(app, ["export-om2w", str(out), str(layout)])
+    assert result.exit_code == 0 and "wrote 2 trajectory folder(s)" in result.output
+    folder = layout / ids["test"].replace(" ", "_")
+    exported = json.loads((folder / "result.json").read_text())
+    assert exported["final_result_response"] == "$12.50"
+    assert exported["action_history"][0] == f"-> GOTO: {other.url('admin.html')}"
     assert len(list((folder / "trajectory").iterdir())) == 4
-    inp = read_trajectory(folder)
-    assert inp.screenshots == from_record(record).screenshots
-
-    # ---- judged through a real OpenAI-compatible server, then again from the cache
-    spec = JudgeSpec(
-        base_url=vl_server.base_url,
-        model=vl_server.model,
-        max_tokens=8,  # a random tiny model: its words do not matter, only the plumbing
-        concurrency=1,
-    )
-
-    async def judge_twice():
-        client = build_judge_client(spec, cache_dir=tmp_path / "judge-cache")
-        try:
-            first = await judge_episode("webvoyager", inp, client, **judge_options(spec))
-            again = await judge_episode("webvoyager", inp, client, **judge_options(spec))
-        finally:
-            await client.close()
-        return first, again, client
-
-    first, again, client = asyncio.run(judge_twice())
-    row, cached = client.rows
-    assert not row.cached and cached.cached and row.inputs_hash == cached.inputs_hash
-    verdict = parse_verdict(row.output_text)
-    assert first.success == again.success == bool(verdict)
-    assert (row.parse_ok, row.verdict) == (verdict is not None, "success" if verdict else "failure")
-    # the four screenshots reached the model: each costs image tokens (320x240 / 16^2 / 4 = 75)
-    assert row.tokens_in > 4 * 75 and 0 < row.tokens_out <= 8
-    assert client.totals().calls == 2 and client.totals().cached == 1
-
-    # ---- the judgments table joins the episodes table
-    with TableWriter(run_dir, "judgments") as writer:
-        writer.write_many(client.take_rows())
-    con = connect({"eval/live-e2e": run_dir})
-    joined = con.execute(
-        "SELECT e.task_id, e.answer, count(*), sum(CASE WHEN j.cached THEN 0 ELSE j.tokens_in END) "
-        "FROM episodes e JOIN judgments j ON j.task_id = e.task_id GROUP BY ALL"
-    ).fetchall()
-    assert joined == [("Local Shop--0", "$12.50", 2, row.tokens_in)]
+    imported = runs / "import" / "shop-agent"
+    result = CliRunner().invoke(
+        app,
+        ["judge-om2w", str(layout), "--out", str(imported), "--suite", "webvoyager",
+         "--base-url", vl_server.base_url, "--model", vl_server.model, "--max-tokens", "8",
+         "--concurrency", "1", "--agent", POLICY],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert "2 judge calls (2 from the cache)" in result.output
+    back = {e.task_id: e for e in read_rows(imported, "episodes")}
+    for rec in records.values():
+        ep = rec.episode
+        assert back[ep.task_id].success == ep.success and back[ep.task_id].answer == ep.answer
+    assert all(j.cached for j in read_rows(imported, "judgments"))

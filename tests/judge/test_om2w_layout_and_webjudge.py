@@ -15,13 +15,14 @@ from PIL import Image
 
 from rmsweb.env.actions import ActionRow
 from rmsweb.errors import UserError
+from rmsweb.evaluate.imported import imported_record
 from rmsweb.judge import webjudge
 from rmsweb.judge.client import JudgeClient
 from rmsweb.judge.episode import describe_action, from_record
 from rmsweb.judge.om2w_layout import export_run, read_run, read_trajectory, write_trajectory
 from rmsweb.store.rows import EpisodeRecord, EpisodeRow, ScreenshotRow, StepRow
 from rmsweb.store.views import connect
-from rmsweb.store.writer import TableWriter
+from rmsweb.store.writer import ShardWriter
 
 
 def png(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:
@@ -144,8 +145,9 @@ def test_broken_runs_are_user_errors(tmp_path) -> None:
     (tmp_path / "x" / "result.json").write_text('{"task": 3}')
     with pytest.raises(UserError, match="`task` string"):
         read_trajectory(tmp_path / "x")
+    (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match=r"no <task_id>/result\.json"):
-        read_run(tmp_path / "x")
+        read_run(tmp_path / "empty")
 
 
 def test_actions_read_like_online_mind2web_histories() -> None:
@@ -210,9 +212,13 @@ def test_webjudge_on_the_example_run_makes_three_kinds_of_calls_and_stores_a_ver
     assert kept == [base64.b64encode(jpegs[i]).decode() for i in (2, 3, 4)]
     assert all(r["max_tokens"] == 512 for r in backend.requests)
 
-    # every call is stored: the judgments table, read back with SQL
-    with TableWriter(tmp_path / "eval" / "om2w", "judgments") as writer:
-        writer.write_many(client.take_rows())
+    # every call is stored with its episode: the judgments table, read back with SQL
+    record = imported_record(
+        inp, run="eval/om2w", suite="online_mind2web", policy="x", split="test"
+    )
+    record.judgments = client.take_rows()
+    with ShardWriter(tmp_path / "eval" / "om2w") as writer:
+        writer.write(record)
     con = connect({"eval/om2w": tmp_path / "eval" / "om2w"})
     rows = con.execute(
         "SELECT call, count(*), max(verdict), min(score), bool_and(parse_ok), sum(tokens_in) > 0 "

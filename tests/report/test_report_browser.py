@@ -60,11 +60,12 @@ def test_report_page(browser, report_dir: Path, tmp_path: Path) -> None:
     page, errors = open_page(browser, (report_dir / "report.html").as_uri())
     assert page.title() == "Browser check"
     headings = page.locator("h2").all_inner_texts()
-    assert headings[:6] == [
+    assert headings[:7] == [
         "Results",
         "Per-task success",
         "Arms over training seeds (test split)",
         "Collection: reflection retries",
+        "Retry study: none / blind / reflect, with costs and the critic's grade",
         "Failure-mode mining",
         "RL: rewards, gate and losses",
     ]

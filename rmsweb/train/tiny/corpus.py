@@ -50,7 +50,7 @@ async def _rollouts(suite_spec: Any, seeds_per_task: int) -> list[EpisodeRecord]
     sink = MemorySink()
     async with runner:
         suite = runner.suite
-        tasks = suite.task_ids()
+        tasks = suite.task_ids("train")  # live suites split tasks: train ones only
         policy = _ExpertOrStop({t: suite.expert(t) for t in tasks})
         seeds = suite.seeds("train")[:seeds_per_task]
         await runner.run(policy, tasks, seeds, sink, split="train")

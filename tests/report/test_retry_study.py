@@ -1,0 +1,141 @@
+"""The retry-study section agrees with the collect metrics on the same stored runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rmsweb.collect.metrics import collection_metrics
+from rmsweb.env.actions import ActionRow
+from rmsweb.report.build import build_report
+from rmsweb.report.document import to_markdown
+from rmsweb.store.reader import read_records
+from rmsweb.store.rows import EpisodeRecord, EpisodeRow, ReflectionRow, StepRow, episode_key
+from rmsweb.store.writer import ShardWriter
+
+
+def rec(task: str, seed: int, attempt: int, ok: bool, n: int, gold: int | None, tokens: int = 0):
+    ep = EpisodeRow(
+        episode_key(task, seed, "expert", attempt),
+        "",
+        "collect",
+        "miniwob",
+        task,
+        seed,
+        "train",
+        "expert",
+        attempt,
+        ok,
+        1.0 if ok else -1.0,
+        n,
+    )
+    ep.reference_steps, ep.tokens_in = gold, tokens
+    steps = [
+        StepRow(
+            ep.episode_id,
+            i,
+            "u",
+            "[1] button",
+            None,
+            "click(1)",
+            ActionRow("click", "1"),
+            True,
+            None,
+            0.0,
+            i == n - 1,
+            0.0,
+        )
+        for i in range(n)
+    ]
+    return EpisodeRecord(ep, steps)
+
+
+def reflect(r: EpisodeRecord, named: list[int], bad: list[int] | None, tokens: int = 0):
+    r.reflections.append(
+        ReflectionRow(
+            r.episode.episode_id,
+            r.episode.attempt,
+            "note",
+            "rule",
+            tokens,
+            0,
+            named_steps=named,
+            oracle_bad_steps=bad,
+        )
+    )
+    return r
+
+
+def arm(root: Path, name: str, records: list[EpisodeRecord]) -> Path:
+    out = root / "runs" / "collect" / name  # the run name (and stage) come from the path
+    with ShardWriter(out) as sink:
+        for r in records:
+            sink.write(r)
+    return out
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> dict[str, Path]:
+    reflect_arm = [
+        reflect(rec("a", 0, 0, False, 2, None, 5), [1], [1], tokens=7),  # right first error
+        rec("a", 0, 1, True, 2, 2),
+        reflect(rec("a", 1, 0, True, 4, 2), [1, 2], [2, 3]),  # detour: 1 of 2 named is bad
+        rec("a", 1, 1, True, 2, 2),
+        reflect(rec("b", 0, 0, False, 1, None), [0], [0]),
+        reflect(rec("b", 0, 1, False, 3, None), [2], [0]),  # names the wrong step
+        rec("b", 0, 2, True, 1, 1),
+        reflect(rec("b", 1, 0, False, 1, None), [], [0]),  # names no step
+        rec("b", 1, 1, False, 1, None),
+        rec("b", 1, 2, False, 1, None),
+    ]
+    none_arm = [rec("a", 0, 0, False, 2, None), rec("a", 1, 0, True, 4, 2)]
+    return {
+        "collect": arm(tmp_path, "x", reflect_arm),
+        "other": arm(tmp_path, "x-none", none_arm),
+    }
+
+
+def test_retry_study_matches_collect_metrics(runs: dict[str, Path]) -> None:
+    rep = build_report(runs, title="t")
+    md = to_markdown(rep.document)
+    assert "Retry study" in md and "Critic: first error P" in md
+    m = rep.metrics
+    expected, curve = collection_metrics(read_records(runs["collect"]), 3)
+    for c in curve:
+        assert m[f"retry/x/yield_{c['attempt']}"] == pytest.approx(c["yield"])
+    rounded = {"abs": 1e-3}  # the collect metrics are rounded
+    assert m["retry/x/kept_over_gold"] == pytest.approx(expected["kept_steps_over_gold"], **rounded)
+    assert m["retry/x/calls_per_unit"] == pytest.approx(
+        expected["teacher_calls_per_task_seed"], **rounded
+    )
+    assert m["retry/x/calls_per_kept"] == pytest.approx(
+        expected["teacher_calls_per_kept"], **rounded
+    )
+    assert m["retry/x/tokens_per_unit"] == pytest.approx(
+        expected["teacher_tokens_per_task_seed"], **rounded
+    )
+    for name in (
+        "first_error_precision",
+        "first_error_recall",
+        "detour_precision",
+        "detour_recall",
+    ):
+        assert m[f"retry/x/{name}"] == pytest.approx(expected[f"critic_{name}"], abs=1e-4)
+    # By hand: failed reflections name steps in 3 of 4, rightly in 2 -> P 2/3; 4 attempts
+    # with a bad step -> R 2/4. The detour names 2 steps, 1 bad of 2 bad -> P 1/2, R 1/2.
+    assert m["retry/x/first_error_precision"] == pytest.approx(2 / 3)
+    assert m["retry/x/first_error_recall"] == pytest.approx(2 / 4)
+    assert m["retry/x/detour_precision"] == pytest.approx(1 / 2)
+    assert m["retry/x/attempts_per_unit"] == pytest.approx(10 / 4)
+    # 18 steps + 5 reflections over 4 units; tokens: 5 (an attempt) + 7 (a reflection)
+    assert m["retry/x/calls_per_unit"] == pytest.approx(23 / 4)
+    assert m["retry/x/tokens_per_unit"] == pytest.approx(12 / 4)
+    # the none arm: one attempt, no reflections, no critic
+    assert m["retry/x-none/yield_0"] == pytest.approx(0.5)
+    assert m["retry/x-none/first_error_precision"] is None
+    # The none arm collected 2 of the 4 units: a second table compares on those only.
+    assert "on the 2 units (task, seed) that every run collected" in md
+    assert m["retry_matched/x/yield_0"] == pytest.approx(0.5)
+    assert m["retry_matched/x/yield_1"] == pytest.approx(1.0)
+    assert m["retry_matched/x-none/yield_0"] == pytest.approx(0.5)
