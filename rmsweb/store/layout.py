@@ -5,8 +5,8 @@
     <run_dir>/<table>/.part-<n>.parquet.tmp-<pid> being written; never read
 
 A shard of whole episodes is the same file name in episodes/, steps/,
-screenshots/ and reflections/. Its episodes file is renamed into place last,
-so it is the commit marker: a steps, screenshots or reflections file whose
+screenshots/, reflections/ and step_labels/. Its episodes file is renamed into place last,
+so it is the commit marker: a companion file (steps, screenshots, ...) whose
 episodes file is missing belongs to a shard that was killed mid-commit and
 does not count (the next writer on the run deletes it).
 

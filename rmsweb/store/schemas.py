@@ -35,6 +35,7 @@ ROW_TYPES: dict[str, type] = {
     "steps": R.StepRow,
     "screenshots": R.ScreenshotRow,
     "reflections": R.ReflectionRow,
+    "step_labels": R.StepLabelRow,  # (added) mining rollouts' labels of visited states
     "mined_states": R.MinedStateRow,
     "rl_groups": R.RLGroupRow,
     "evals": R.EvalRow,
@@ -43,8 +44,8 @@ TABLES: tuple[str, ...] = tuple(ROW_TYPES)
 
 # Tables written together, one shard of whole episodes at a time, by the
 # ShardWriter; the episodes file of a shard is its commit marker.
-EPISODE_TABLES: tuple[str, ...] = ("episodes", "steps", "screenshots", "reflections")
-COMPANION_TABLES: tuple[str, ...] = ("steps", "screenshots", "reflections")
+EPISODE_TABLES: tuple[str, ...] = ("episodes", "steps", "screenshots", "reflections", "step_labels")
+COMPANION_TABLES: tuple[str, ...] = ("steps", "screenshots", "reflections", "step_labels")
 
 # Columns a view takes from the run's folder instead of the shard (see views.py).
 PATH_COLUMNS: tuple[str, ...] = ("run", "stage")
@@ -179,6 +180,10 @@ def _from_dict(row_type: type, data: dict[str, Any]) -> Any:
             continue  # null only because an older shard lacks the column: the default applies
         if value is not None and dataclasses.is_dataclass(inner):
             value = _from_dict(inner, value)
+        elif value is not None and typing.get_origin(inner) is list:
+            (item,) = typing.get_args(inner)
+            if dataclasses.is_dataclass(item):  # a list of structs (MinedStateRow.history)
+                value = [_from_dict(item, v) for v in value]
         kwargs[f.name] = value
     return row_type(**kwargs)
 

@@ -16,6 +16,7 @@ import zlib
 from pathlib import Path
 
 from rmsweb.env.actions import ActionRow
+from rmsweb.env.types import HistoryItem
 from rmsweb.store.rows import (
     EpisodeRecord,
     EpisodeRow,
@@ -231,7 +232,7 @@ def write_mine_run(root: Path, owner: str, states: int = 40) -> Path:
                     step=i % 3,
                     obs_text=_observation(task, i % 3),
                     screenshot=None,
-                    history=["click(4)"] * (i % 3),
+                    history=[HistoryItem("Action: click(4)", "click(4)", None)] * (i % 3),
                     reference_actions=["click(3)"],
                     policy_action=None if routine else "click(4)",
                     failure_mode=None if routine else rng.choice(FAILURE_MODES),

@@ -1,7 +1,7 @@
 """Append-only, buffered, crash-safe shard writers for a run folder.
 
 - ShardWriter is the runner's EpisodeSink: it buffers whole episodes (with
-  their steps, screenshots and reflections) and writes them as one shard, a
+  their steps, screenshots, reflections and step labels) and writes them as one shard, a
   file per table with the same name. Each file is written under a hidden temp
   name and renamed; the episodes file goes last and commits the shard (see
   layout.py). A writer killed at any point leaves only temp files and
@@ -117,7 +117,7 @@ class ShardWriter:
     def write(self, record: EpisodeRecord) -> None:
         """Buffer one finished episode; an episode already stored is dropped."""
         key = record.episode.episode_id
-        for row in (*record.steps, *record.reflections):
+        for row in (*record.steps, *record.reflections, *record.labels):
             if row.episode_id != key:
                 raise ValueError(
                     f"record {key!r} holds a {type(row).__name__} of episode {row.episode_id!r}"
@@ -130,6 +130,7 @@ class ShardWriter:
             self._buf["episodes"].append(record.episode)
             self._buf["steps"].extend(record.steps)
             self._buf["reflections"].extend(record.reflections)
+            self._buf["step_labels"].extend(record.labels)
             self._bytes += sum(len(s.obs_text) + len(s.output_text) for s in record.steps)
             for shot in record.screenshots:
                 self._add_screenshot(shot)
@@ -140,6 +141,15 @@ class ShardWriter:
         with self._lock:
             self._start_clock()
             self._buf["reflections"].append(row)
+            self._maybe_flush()
+
+    def write_screenshots(self, shots: list[ScreenshotRow]) -> None:
+        """Buffer screenshots that no episode of this run shows (the mine stage's routine
+        states name screenshots of the collect run); stored once per sha256 as usual."""
+        with self._lock:
+            self._start_clock()
+            for shot in shots:
+                self._add_screenshot(shot)
             self._maybe_flush()
 
     def flush(self) -> None:

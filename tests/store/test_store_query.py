@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from rmsweb.cli import app
 from rmsweb.store.layout import find_runs
+from rmsweb.store.schemas import TABLES
 from rmsweb.store.synthetic import make_episode, write_eval_run
 from rmsweb.store.views import connect_root, view_sql
 from rmsweb.store.writer import ShardWriter
@@ -105,7 +106,7 @@ def test_sql_errors_are_user_errors(runs: Path) -> None:
 
 def test_print_views_runs_in_a_plain_duckdb(runs: Path) -> None:
     code, out, _ = query(runs, "--print-views")
-    assert code == 0 and out.count("CREATE OR REPLACE VIEW") == 7
+    assert code == 0 and out.count("CREATE OR REPLACE VIEW") == len(TABLES)
     con = duckdb.connect()  # what `duckdb -init views.sql` does
     con.execute(out)
     assert con.execute("select count(*) from episodes").fetchone() == (15,)

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from rmsweb.store import schemas
 from rmsweb.store.reader import read_records, read_rows
-from rmsweb.store.rows import EpisodeRecord, EpisodeRow, ReflectionRow, ScreenshotRow, StepRow
+from rmsweb.store.rows import (
+    EpisodeRecord,
+    EpisodeRow,
+    ReflectionRow,
+    ScreenshotRow,
+    StepLabelRow,
+    StepRow,
+)
 from rmsweb.store.views import connect
 from rmsweb.store.writer import ShardWriter, TableWriter
 
@@ -124,8 +131,12 @@ def episode_records(draw: st.DrawFn) -> list[EpisodeRecord]:
             dataclasses.replace(r, episode_id=ep.episode_id)
             for r in draw(st.lists(rows_of(ReflectionRow), max_size=2))
         ]
+        labels = [
+            dataclasses.replace(lab, episode_id=ep.episode_id)
+            for lab in draw(st.lists(rows_of(StepLabelRow), max_size=2))
+        ]
         shots = draw(st.lists(rows_of(ScreenshotRow), max_size=2, unique_by=lambda s: s.sha256))
-        records.append(EpisodeRecord(ep, steps, shots, reflections))
+        records.append(EpisodeRecord(ep, steps, shots, reflections, labels))
     return records
 
 
@@ -137,7 +148,11 @@ def test_episode_tables_round_trip(records: list[EpisodeRecord]) -> None:
         with ShardWriter(run, max_episodes=2) as sink:
             for rec in records:
                 sink.write(rec)
-        for table, attr in (("steps", "steps"), ("reflections", "reflections")):
+        for table, attr in (
+            ("steps", "steps"),
+            ("reflections", "reflections"),
+            ("step_labels", "labels"),
+        ):
             want = [row for rec in records for row in getattr(rec, attr)]
             got = read_rows(run, table)
             assert len(got) == len(want) and all(map(same, want, got)), table
