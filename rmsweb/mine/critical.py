@@ -122,6 +122,7 @@ def fragile_states(rec: EpisodeRecord) -> list[Finding]:
         # Most common mode; Counter keeps first-seen order on ties.
         mode = Counter(modes).most_common(1)[0][0]
         first = wrong[modes.index(mode)]
+        first_action = actions[first]
         found.append(
             Finding(
                 rec,
@@ -131,7 +132,7 @@ def fragile_states(rec: EpisodeRecord) -> list[Finding]:
                 len(wrong) / len(label.samples),
                 label,
                 label.samples[first],
-                format_action(actions[first]) if actions[first] else None,
+                format_action(first_action) if first_action else None,
                 [format_action(a) if a else "(unparsable)" for a in actions],
             )
         )

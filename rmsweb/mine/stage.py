@@ -65,7 +65,8 @@ def main(io: StageIO) -> None:
     if m.mode == "none":
         rows = uniform(dedupe(routine), m.max_states, spec.seed)
     else:
-        mined = [finding_row(f, m.mode_weights) for f in critical + fragile]
+        weights = {str(mode): w for mode, w in m.mode_weights.items()}
+        mined = [finding_row(f, weights) for f in critical + fragile]
         rows = select_states(
             mined,
             routine,

@@ -149,10 +149,10 @@ def _record(
         for (r, mode), (n, _) in by_mode.items():
             if r == run:
                 rep.metrics[_key(run, several, f"mode/{mode}")] = n
-    for r in rollouts:
-        rep.metrics[_key(r["run"], several, "sft_success")] = r["successes"] / r["episodes"]
-        if r["span_s"]:
-            rep.metrics[_key(r["run"], several, "rollouts_per_s")] = r["episodes"] / r["span_s"]
+    for ro in rollouts:
+        rep.metrics[_key(ro["run"], several, "sft_success")] = ro["successes"] / ro["episodes"]
+        if ro["span_s"]:
+            rep.metrics[_key(ro["run"], several, "rollouts_per_s")] = ro["episodes"] / ro["span_s"]
     rep.plot_data["failure_modes.csv"] = [
         [run, mode, n, weight] for (run, mode), (n, weight) in by_mode.items()
     ]

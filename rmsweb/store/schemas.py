@@ -178,11 +178,11 @@ def _from_dict(row_type: type, data: dict[str, Any]) -> Any:
         inner, nullable = _strip_optional(hints[f.name])
         if value is None and not nullable:
             continue  # null only because an older shard lacks the column: the default applies
-        if value is not None and dataclasses.is_dataclass(inner):
+        if value is not None and isinstance(inner, type) and dataclasses.is_dataclass(inner):
             value = _from_dict(inner, value)
         elif value is not None and typing.get_origin(inner) is list:
             (item,) = typing.get_args(inner)
-            if dataclasses.is_dataclass(item):  # a list of structs (MinedStateRow.history)
+            if isinstance(item, type) and dataclasses.is_dataclass(item):  # list of structs
                 value = [_from_dict(item, v) for v in value]
         kwargs[f.name] = value
     return row_type(**kwargs)
