@@ -127,12 +127,19 @@ class MinedStateRow:
       `mode: none`).
     - reference_actions: acceptable actions in the action syntax, best first (routine:
       the teacher's action). Never empty.
-    - policy_action: the action the policy executed here (None: unparseable; routine:
-      None); policy_output: its raw output.
+    - policy_action: critical: the action the policy executed here; fragile: one of its
+      wrong samples (the most common failure mode's first); None when unparsable and
+      for routine states. policy_output: the raw output behind it.
+    - history: every earlier step as the runner showed it (HistoryItem: output_text,
+      action_text or None if unparsable, error incl. "could not parse the action: ...");
+      the prompt shows the last `model.prompt.history_steps`. (Retyped from list[str]:
+      no shard was ever written with the old type.)
     - failure_mode: DESIGN §1 M taxonomy (None for routine states).
     - weight: mine.mode_weights[failure_mode] x criticality (1 for critical, the wrong
       fraction of the k samples for fragile); 1.0 for routine states.
     - boxes: element boxes for click_xy rewards (empty when unknown, e.g. routine).
+    - seed, task_id: the episode's; episode_id + step locate the state in its run
+      (the mine run's episodes/steps, or the collect run's for routine states).
     """
 
     state_id: str
@@ -140,7 +147,7 @@ class MinedStateRow:
     step: int
     obs_text: str
     screenshot: str | None  # sha256 in this run's screenshots table
-    history: list[HistoryItem]  # every earlier step (the prompt shows the last k)
+    history: list[HistoryItem]  # (retyped) every earlier step (the prompt shows the last k)
     reference_actions: list[str]  # acceptable actions in the action syntax
     policy_action: str | None
     failure_mode: str | None  # None for routine states
