@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmsweb.report import plots, queries, retry_study
+from rmsweb.report import mining, plots, queries, retry_study
 from rmsweb.report.arms import ArmSummary, Difference
 from rmsweb.report.arms_section import arm_episodes, arms_section
 from rmsweb.report.document import (
@@ -201,53 +201,6 @@ def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
     return sec
 
 
-def mine_section(rep: Report, modes: list[dict]) -> Section:
-    sec = Section("Failure-mode mining")
-    if not modes:
-        sec.blocks.append(_absent("mined failure modes", "mined_states", "mine"))
-        return sec
-    runs = list(dict.fromkeys(m["run"] for m in modes))
-    several = len(runs) > 1
-    totals = defaultdict(int)
-    for m in modes:
-        totals[m["run"]] += m["states"]
-    sec.blocks.append(
-        Table(
-            ["Run", "Failure mode", "States", "Share", "Total weight", "Tasks"],
-            [
-                [
-                    m["run"],
-                    m["failure_mode"],
-                    str(m["states"]),
-                    pct(m["states"] / totals[m["run"]]),
-                    num(m["weight"], 1),
-                    str(m["tasks"]),
-                ]
-                for m in modes
-            ],
-            ["left", "left", "right", "right", "right", "right"],
-        )
-    )
-    sec.blocks.append(
-        Para("routine: states taken from the SFT data unchanged, so RL does not forget them.")
-    )
-    sec.blocks.append(
-        Figure("failure_modes", plots.failure_modes_plot(modes), "Mined states per failure mode")
-    )
-    for run in runs:
-        ms = [m for m in modes if m["run"] == run]
-        rep.metrics[_key("mine", run, several, "states")] = totals[run]
-        rep.metrics[_key("mine", run, several, "critical")] = sum(
-            m["states"] for m in ms if m["failure_mode"] != "routine"
-        )
-        for m in ms:
-            rep.metrics[_key("mine", run, several, f"mode/{m['failure_mode']}")] = m["states"]
-    rep.plot_data["failure_modes.csv"] = [
-        [m["run"], m["failure_mode"], m["states"], m["weight"]] for m in modes
-    ]
-    return sec
-
-
 def _mean(values: list[float | None]) -> float | None:
     vals = [v for v in values if v is not None and not math.isnan(v)]
     return sum(vals) / len(vals) if vals else None
@@ -410,6 +363,7 @@ def build_report(
         episodes = arm_episodes(con, runs, experiment or title)
         live = live_cells(con)
         data.update(retry_study.queries(con))
+        mined = mining.mining_data(con)
         rows = eval_rows_from(data["eval_by_task"])
         _label_compared(rows)
         counts: dict[str, dict[str, int]] = {}
@@ -433,7 +387,7 @@ def build_report(
     doc.sections += live_sections(rep, live)
     doc.sections.append(collect_section(rep, data))
     doc.sections.append(retry_study.section(rep.metrics, data))
-    doc.sections.append(mine_section(rep, data["failure_modes"]))
+    doc.sections.append(mining.mine_section(rep, mined))
     doc.sections.append(rl_section(rep, data["rl_curve"], data["rl_reasons"]))
     doc.sections.append(inputs_section(runs, counts))
     for name in PLOT_FILES:

@@ -97,19 +97,6 @@ def kept_steps_plot(hist: list[dict]) -> bytes:
     return _png(fig)
 
 
-def failure_modes_plot(modes: list[dict]) -> bytes:
-    """Mined states per failure mode."""
-    fig, ax = _figure(6.5, 0.6 + 0.35 * len(modes))
-    labels = [
-        f"{m['failure_mode']}" + (f" ({m['run']})" if len({x["run"] for x in modes}) > 1 else "")
-        for m in modes
-    ][::-1]
-    ax.barh(labels, [m["states"] for m in modes][::-1], color="#c44e52")
-    ax.set_xlabel("mined states")
-    _style(ax)
-    return _png(fig)
-
-
 def rl_plot(curve: list[dict], reasons: list[dict]) -> bytes:
     """Three panels over optimizer steps: group reward, gate decisions by reason, losses."""
     fig, (ax_r, ax_g, ax_l) = _figure(7.5, 7.0, rows=3)

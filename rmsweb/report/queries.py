@@ -169,20 +169,6 @@ def collect_kept_steps(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     )
 
 
-def failure_modes(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Per mine run and failure mode (routine: states kept to prevent forgetting)."""
-    return fetch(
-        con,
-        """
-        SELECT run, coalesce(failure_mode, 'routine') AS failure_mode,
-               count(*) AS states, sum(weight) AS weight,
-               count(DISTINCT task_id) AS tasks
-        FROM mined_states
-        GROUP BY ALL ORDER BY run, states DESC, failure_mode
-        """,
-    )
-
-
 def rl_curve(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Per rl run and optimizer step: rewards, gate acceptance and losses."""
     return fetch(
@@ -238,7 +224,6 @@ QUERIES = {
     "collect_first_success": collect_first_success,
     "collect_kept": collect_kept,
     "collect_kept_steps": collect_kept_steps,
-    "failure_modes": failure_modes,
     "rl_curve": rl_curve,
     "rl_reasons": rl_reasons,
     "steps_vs_expert": steps_vs_expert,

@@ -2,10 +2,13 @@
 
     rmsweb view runs/eval/miniwob-cpu/sft            # -> runs/eval/miniwob-cpu/sft/viewer.html
 
-Left: the episode list, filterable by task, outcome and text. Right: one
-episode step by step (screenshot, observation, model output, parsed action,
-parse/env errors), its reflections and its outcome. `#<episode id>` in the URL
-opens an episode. The data is embedded as JSON and rendered with textContent
+Left: the episode list, filterable by task, outcome, mined states and text. Right:
+one episode step by step (screenshot, observation, model output, parsed action,
+parse/env errors, the labeller's acceptable actions where a mining run stored them),
+its reflections and its outcome. `#<episode id>` in the URL opens an episode;
+`#<episode id>@<step>` also scrolls to that step. In a mine run, the steps mined as
+critical or fragile states are marked (failure mode, reference and policy action),
+an episode opens at its critical step, and episodes with mined states come first. The data is embedded as JSON and rendered with textContent
 only, so page text from the web can never inject markup.
 
 Page size is bounded: at most `max_episodes` episodes (spread over tasks),
@@ -43,17 +46,23 @@ def format_action(action: dict[str, Any] | None) -> str | None:
 
 
 # Spread the shown episodes over tasks: the k-th episode of every task before any
-# task's (k+1)-th, so a capped page still shows every task.
+# task's (k+1)-th, so a capped page still shows every task. Episodes with mined
+# (critical or fragile) states come before the others: they are what a mine run's
+# viewer is for.
 EPISODES_SQL = """
-WITH ranked AS (
+WITH mined AS (
+    SELECT DISTINCT episode_id FROM mined_states WHERE source IN ('critical', 'fragile')
+), flagged AS (
+    SELECT *, episode_id IN (SELECT episode_id FROM mined) AS has_mined FROM episodes
+), ranked AS (
     SELECT *, row_number() OVER (
-        PARTITION BY task_id ORDER BY seed, policy, attempt, episode_id) AS task_rank
-    FROM episodes
+        PARTITION BY task_id, has_mined ORDER BY seed, policy, attempt, episode_id) AS task_rank
+    FROM flagged
 )
 SELECT episode_id, task_id, seed, policy, attempt, success, reward, n_steps, answer, error,
        instruction, wall_s, tokens_in, tokens_out, env_retries, suite, split
 FROM ranked
-ORDER BY task_rank, task_id
+ORDER BY has_mined DESC, task_rank, task_id
 LIMIT ?
 """
 
@@ -94,6 +103,21 @@ def load_viewer_data(
                FROM reflections r LEFT JOIN episodes e USING (run, episode_id)
                ORDER BY r.attempt""",
         )
+        labels = _fetch(
+            con,
+            """SELECT episode_id, step, source, acceptable, samples FROM step_labels
+               WHERE list_contains(?, episode_id)""",
+            [ids],
+        )
+        mined = _fetch(
+            con,
+            """SELECT episode_id, step, source, failure_mode, weight, reference_actions,
+                      policy_action, sampled_actions
+               FROM mined_states
+               WHERE source IN ('critical', 'fragile') AND list_contains(?, episode_id)
+               ORDER BY step""",
+            [ids],
+        )
         wanted = list(dict.fromkeys(s["screenshot"] for s in steps if s["screenshot"]))
         pngs = dict(
             con.execute(
@@ -116,8 +140,13 @@ def load_viewer_data(
         budget -= len(data)
         shots[sha] = data
 
+    label_of = {(lab["episode_id"], lab["step"]): lab for lab in labels}
+    mined_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for m in mined:
+        mined_of[m["episode_id"]].append({k: v for k, v in m.items() if k != "episode_id"})
     by_episode: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for s in steps:
+        lab = label_of.get((s["episode_id"], s["step"]))
         sha = s["screenshot"]
         by_episode[s["episode_id"]].append(
             {
@@ -136,6 +165,9 @@ def load_viewer_data(
                 "reward": s["reward"],
                 "done": s["done"],
                 "latency_s": s["latency_s"],
+                "acceptable": lab["acceptable"] if lab else None,
+                "label_source": lab["source"] if lab else None,
+                "samples": lab["samples"] if lab else [],
             }
         )
     out = []
@@ -152,8 +184,15 @@ def load_viewer_data(
             if (r["task_id"], r["seed"], r["policy"]) == unit and r["attempt"] < e["attempt"]
         ]
         out.append(
-            {**e, "steps": by_episode.get(e["episode_id"], []), "reflections": refl, "prior": prior}
+            {
+                **e,
+                "steps": by_episode.get(e["episode_id"], []),
+                "reflections": refl,
+                "prior": prior,
+                "mined": mined_of.get(e["episode_id"], []),
+            }
         )
+    out.sort(key=lambda e: not e["mined"])  # stable: mined episodes first, else by task
     return {
         "run": run,
         "total": total,
@@ -213,6 +252,11 @@ pre { background: #f6f7fa; padding: 0.4rem; white-space: pre-wrap; word-break: b
 .label { color: #5a6070; font-size: 0.85em; text-transform: uppercase; letter-spacing: 0.03em; }
 .action { font-family: ui-monospace, monospace; font-weight: 600; }
 .error { color: #b03a2e; } .note { color: #5a6070; font-style: italic; }
+.step.mined-critical { border: 2px solid #c0392b; background: #fff6f5; }
+.step.mined-fragile { border: 2px solid #e67e22; background: #fffaf2; }
+.mined-box { border-left: 3px solid #c0392b; padding: 0.2rem 0.6rem; margin: 0.3rem 0;
+             background: #fdecea; }
+.fragile { background: #e67e22; } .critical { background: #c0392b; }
 .reflection { border-left: 3px solid #e0a800; padding: 0.2rem 0.6rem; margin: 0.4rem 0;
               background: #fffbea; }
 """
@@ -224,6 +268,7 @@ JS = r"""
   const view = document.getElementById("episode");
   const fTask = document.getElementById("f-task");
   const fOutcome = document.getElementById("f-outcome");
+  const fMined = document.getElementById("f-mined");
   const fText = document.getElementById("f-text");
   const count = document.getElementById("count");
 
@@ -252,6 +297,10 @@ JS = r"""
   function matches(ep) {
     if (fTask.value && ep.task_id !== fTask.value) return false;
     if (fOutcome.value && outcome(ep) !== fOutcome.value) return false;
+    const mined = ep.mined || [];
+    if (fMined.value === "any" && !mined.length) return false;
+    if (fMined.value && fMined.value !== "any" &&
+        !mined.some(m => m.source === fMined.value)) return false;
     const q = fText.value.trim().toLowerCase();
     if (q && !(ep.episode_id + " " + ep.instruction).toLowerCase().includes(q)) return false;
     return true;
@@ -263,8 +312,10 @@ JS = r"""
     data.episodes.forEach((ep, i) => {
       if (!matches(ep)) return;
       n += 1;
+      const marks = (ep.mined || []).map(m => el("span", {class: "mark badge " + m.source},
+        m.source + " @" + m.step + ": " + m.failure_mode));
       const li = el("li", {"data-index": i, "data-episode": ep.episode_id},
-        badge(ep), el("span", {class: "id"}, ep.episode_id),
+        badge(ep), el("span", {class: "id"}, ep.episode_id), ...marks,
         el("div", {class: "note"},
           ep.n_steps + (ep.n_steps === 1 ? " step" : " steps") + ", reward " + ep.reward));
       li.addEventListener("click", () => { location.hash = encodeURIComponent(ep.episode_id); });
@@ -292,7 +343,20 @@ JS = r"""
     return box;
   }
 
-  function renderStep(s) {
+  function minedBox(m) {
+    const lines = [el("strong", {}, m.source + " state: " + m.failure_mode),
+      " · weight " + Number(m.weight).toFixed(2),
+      el("div", {}, "reference: ", el("span", {class: "action"},
+        (m.reference_actions || []).join("  |  "))),
+      el("div", {}, "policy: ", el("span", {class: "action"},
+        m.policy_action === null ? "(unparsable output)" : m.policy_action))];
+    if (m.sampled_actions && m.sampled_actions.length) {
+      lines.push(el("div", {}, "samples: " + m.sampled_actions.join("  |  ")));
+    }
+    return el("div", {class: "mined-box"}, ...lines);
+  }
+
+  function renderStep(s, mined) {
     let shot = null;  // text-only runs have no screenshot column to show
     if (s.shot) {
       shot = el("div", {class: "shot"}, el("img", {
@@ -310,12 +374,18 @@ JS = r"""
                  : el("div", {class: "error"}, "did not parse" +
                       (s.parse_error ? ": " + s.parse_error : "")),
       s.env_error ? el("div", {class: "error"}, "env error: " + s.env_error) : null,
+      s.acceptable ? el("div", {class: "note"}, "acceptable (" + s.label_source + "): " +
+         (s.acceptable.length ? s.acceptable.join("  |  ") : "nothing to suggest")) : null,
+      s.samples && s.samples.length > 1 ?
+        el("div", {class: "note"}, "sampled: " + s.samples.join("  |  ")) : null,
       el("div", {class: "note"}, "reward " + s.reward + (s.done ? " · done" : "") +
          " · " + Number(s.latency_s).toFixed(2) + " s"));
-    return el("section", {class: "step", id: "step-" + s.step}, shot, body);
+    for (const m of mined) body.prepend(minedBox(m));
+    const cls = mined.length ? " mined-" + mined[0].source : "";
+    return el("section", {class: "step" + cls, id: "step-" + s.step}, shot, body);
   }
 
-  function show(index) {
+  function show(index, step) {
     const ep = data.episodes[index];
     for (const li of list.children) {
       li.classList.toggle("active", Number(li.dataset.index) === index);
@@ -330,7 +400,8 @@ JS = r"""
              ["time", Number(ep.wall_s).toFixed(2) + " s"],
              ["tokens in/out", ep.tokens_in + " / " + ep.tokens_out]]));
     const steps = el("div", {id: "steps"});
-    for (const s of ep.steps) steps.append(renderStep(s));
+    const mined = ep.mined || [];
+    for (const s of ep.steps) steps.append(renderStep(s, mined.filter(m => m.step === s.step)));
     if (!ep.steps.length) steps.append(el("p", {class: "note"}, "No steps stored."));
     // replaceChildren would print a null as the text "null": drop absent parts.
     view.replaceChildren(...[head,
@@ -338,20 +409,29 @@ JS = r"""
       reflections("Reflections on this attempt", ep.reflections),
       el("h3", {}, "Steps"), steps].filter(Boolean));
     view.scrollTop = 0;
+    // Jump to the asked step, else to the episode's critical state (else its first mined).
+    const critical = mined.find(m => m.source === "critical") || mined[0];
+    const target = step !== null ? step : (critical ? critical.step : null);
+    const node = target !== null ? document.getElementById("step-" + target) : null;
+    if (node) node.scrollIntoView({block: "start"});
   }
 
   function route() {
-    const id = decodeURIComponent(location.hash.slice(1));
+    const hash = decodeURIComponent(location.hash.slice(1));
+    const at = hash.match(/^(.*)@(\d+)$/);  // "<episode id>@<step>"
+    const id = at ? at[1] : hash;
+    let step = at ? Number(at[2]) : null;
     let index = data.episodes.findIndex(e => e.episode_id === id);
     if (index < 0) {
       const first = list.querySelector("li");
       index = first ? Number(first.dataset.index) : -1;
+      step = null;  // the asked step belongs to another episode
     }
-    if (index >= 0) show(index);
+    if (index >= 0) show(index, step);
     else view.replaceChildren(el("p", {class: "note"}, "No episode matches the filters."));
   }
 
-  for (const f of [fTask, fOutcome]) f.addEventListener("change", () => { renderList(); route(); });
+  for (const f of [fTask, fOutcome, fMined]) f.addEventListener("change", () => { renderList(); route(); });
   fText.addEventListener("input", renderList);
   window.addEventListener("hashchange", route);
   renderList();
@@ -377,6 +457,11 @@ def render_viewer(data: dict[str, Any], title: str) -> str:
     <select id="f-outcome" aria-label="outcome">
       <option value="">all outcomes</option><option value="success">success</option>
       <option value="failure">failure</option><option value="error">env error</option>
+    </select>
+    <select id="f-mined" aria-label="mined states">
+      <option value="">all episodes</option><option value="any">with mined states</option>
+      <option value="critical">with a critical state</option>
+      <option value="fragile">with a fragile state</option>
     </select>
     <input id="f-text" type="search" placeholder="filter by id or instruction" aria-label="text">
     <div id="count"></div>

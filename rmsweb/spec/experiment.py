@@ -80,6 +80,12 @@ class ExperimentSpec(SpecModel):
                 f"mine.mode oracle needs a suite with a scripted expert; {self.suite.kind} has "
                 "none. Fix: use mode reference or judge.",
             )
+        if self.mine.mode == "judge" and self.mine.judge is None and offline:
+            raise SpecFieldError(
+                "mine.judge",
+                "mine.mode judge needs an LLM endpoint, and the offline suite has no success "
+                "judge to borrow. Fix: set mine.judge (base_url, model) or use mode oracle.",
+            )
         for i, policy in enumerate(self.eval.policies):
             if policy.kind == "expert" and not offline:
                 raise SpecFieldError(

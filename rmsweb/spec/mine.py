@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from .collect import OpenAIEndpoint
 from .common import SpecFieldError, SpecModel
 
 FailureMode = Literal[
@@ -44,6 +45,11 @@ class MineSpec(SpecModel):
     mode_weights: dict[FailureMode, float] = Field(
         default_factory=dict,
         description="Criticality weight per failure mode (missing modes weigh 1.0).",
+    )
+    judge: OpenAIEndpoint | None = Field(
+        None,
+        description="mode judge: the LLM that names each failed rollout's first wrong step "
+        "and the right action there (null: the suite's success judge endpoint).",
     )
 
     @model_validator(mode="after")

@@ -5,10 +5,10 @@
     <run_dir>/<table>/.part-<n>.parquet.tmp-<pid> being written; never read
 
 A shard of whole episodes is the same file name in episodes/, steps/,
-screenshots/, reflections/ and judgments/. Its episodes file is renamed into place
-last, so it is the commit marker: a companion file whose episodes file is missing
-belongs to a shard that was killed mid-commit and does not count (the next writer on
-the run deletes it).
+screenshots/, reflections/, judgments/ and step_labels/. Its episodes file is renamed
+into place last, so it is the commit marker: a companion file whose episodes file is
+missing belongs to a shard that was killed mid-commit and does not count (the next
+writer on the run deletes it).
 
 Runs are named by their path below the runs root ("eval/miniwob-cpu/sft");
 the stage is the first part of that name.

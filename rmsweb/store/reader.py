@@ -178,7 +178,8 @@ def read_rows(run_dir: Path, table: str, *, skip_corrupt: bool = False) -> list[
 
 
 def read_records(run_dir: Path, *, skip_corrupt: bool = False) -> list[EpisodeRecord]:
-    """Whole episodes of a run (steps in step order, screenshots, reflections, judgments)."""
+    """Whole episodes of a run (steps in step order, screenshots, reflections, judgments,
+    step labels)."""
     episodes = read_rows(run_dir, "episodes", skip_corrupt=skip_corrupt)
     steps = defaultdict(list)
     for s in read_rows(run_dir, "steps", skip_corrupt=skip_corrupt):
@@ -189,6 +190,9 @@ def read_records(run_dir: Path, *, skip_corrupt: bool = False) -> list[EpisodeRe
     judgments = defaultdict(list)
     for j in read_rows(run_dir, "judgments", skip_corrupt=skip_corrupt):
         judgments[j.episode_id].append(j)
+    labels = defaultdict(list)
+    for lab in read_rows(run_dir, "step_labels", skip_corrupt=skip_corrupt):
+        labels[lab.episode_id].append(lab)
     shots = {s.sha256: s for s in read_rows(run_dir, "screenshots", skip_corrupt=skip_corrupt)}
     records = []
     for ep in episodes:
@@ -201,6 +205,7 @@ def read_records(run_dir: Path, *, skip_corrupt: bool = False) -> list[EpisodeRe
                 [shots[h] for h in wanted if h in shots],
                 reflections.get(ep.episode_id, []),
                 judgments.get(ep.episode_id, []),
+                sorted(labels.get(ep.episode_id, []), key=lambda lab: lab.step),
             )
         )
     return records

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from rmsweb.env.actions import ActionRow
+from rmsweb.env.types import HistoryItem
 
 
 @dataclass(slots=True)
@@ -85,23 +86,91 @@ class ReflectionRow:
 
 
 @dataclass(slots=True)
-class MinedStateRow:
-    state_id: str
+class ElementBoxRow:
+    """(added) Where an element was on the page: its id in the observation and its box."""
+
+    id: str
+    x: float
+    y: float
+    width: float
+    height: float
+
+
+@dataclass(slots=True)
+class StepLabelRow:
+    """(added) What a labeller says about one visited state of a mining rollout.
+
+    Table `step_labels`, stored with its episode (same shard, like steps), so a state's
+    labels exist exactly when its episode does. A step without a row was not labelled
+    (the reference was left behind, or the judge saw no need to look).
+    """
+
     episode_id: str
     step: int
+    source: str  # oracle | reference | judge: who labelled it
+    # Acceptable actions in the action syntax, best first; empty: the labeller has
+    # nothing to suggest (the task is over), so the state is not graded.
+    acceptable: list[str]
+    # Boxes of the elements the acceptable actions and the executed action name
+    # (click_xy comparisons need them; the observation text has no coordinates).
+    boxes: list[ElementBoxRow] = field(default_factory=list)
+    # Fragile probes: the k raw outputs the policy sampled in this state (the first is
+    # the one executed) and whether each was acceptable. Empty when probing is off.
+    samples: list[str] = field(default_factory=list)
+    samples_ok: list[bool] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class MinedStateRow:
+    """One state for offline RL (recipe part M); the contract the RL stage reads.
+
+    Rebuilding the prompt exactly as the policy saw it:
+        build_messages(row.instruction, row.obs_text, row.history, prompt_cfg, count,
+                       with_image=prompt_cfg.screenshot and row.screenshot is not None)
+    with the PNG of `screenshot` from the same run's `screenshots` table (the mine run
+    holds every screenshot its states name, routine ones included).
+
+    - state_id: hash of the prompt's inputs (task, instruction, obs_text, screenshot,
+      history actions and errors): identical states are stored once.
+    - source: "critical" (the first unacceptable step of a failed or detoured rollout),
+      "fragile" (k sampled actions disagree and some are unacceptable) or "routine"
+      (a step of the SFT data, mixed in so RL does not forget; also every state of
+      `mode: none`).
+    - reference_actions: acceptable actions in the action syntax, best first (routine:
+      the teacher's action). Never empty.
+    - policy_action: critical: the action the policy executed here; fragile: one of its
+      wrong samples (the most common failure mode's first); None when unparsable and
+      for routine states. policy_output: the raw output behind it.
+    - history: every earlier step as the runner showed it (HistoryItem: output_text,
+      action_text or None if unparsable, error incl. "could not parse the action: ...");
+      the prompt shows the last `model.prompt.history_steps`. (Retyped from list[str]:
+      no shard was ever written with the old type.)
+    - failure_mode: DESIGN §1 M taxonomy (None for routine states).
+    - weight: mine.mode_weights[failure_mode] x criticality (1 for critical, the wrong
+      fraction of the k samples for fragile); 1.0 for routine states.
+    - boxes: element boxes for click_xy rewards (empty when unknown, e.g. routine).
+    - seed, task_id: the episode's; episode_id + step locate the state in its run
+      (the mine run's episodes/steps, or the collect run's for routine states).
+    """
+
+    state_id: str
+    episode_id: str  # the rollout (mine run) or, for routine states, the collect episode
+    step: int
     obs_text: str
-    screenshot: str | None
-    history: list[str]  # previous actions (and errors) as formatted lines
+    screenshot: str | None  # sha256 in this run's screenshots table
+    history: list[HistoryItem]  # (retyped) every earlier step (the prompt shows the last k)
     reference_actions: list[str]  # acceptable actions in the action syntax
     policy_action: str | None
     failure_mode: str | None  # None for routine states
     weight: float
     task_id: str = ""  # (added) for per-task analysis
     instruction: str = ""  # (added) needed to rebuild the prompt
-    # (added) JSON {element id: [x, y, width, height]} of the page's elements, so the RL
-    # reward can credit a click_xy whose point lies inside the reference target's box;
-    # None where the suite has no boxes (text models).
-    element_boxes: str | None = None
+    seed: int = 0  # (added) the episode's seed
+    source: str = "routine"  # (added) critical | fragile | routine
+    policy_output: str | None = None  # (added) the raw output behind policy_action
+    sampled_actions: list[str] = field(default_factory=list)  # (added) fragile: k probes
+    wrong_fraction: float | None = None  # (added) fragile: share of probes not acceptable
+    boxes: list[ElementBoxRow] = field(default_factory=list)  # (added) for click_xy rewards
 
 
 @dataclass(slots=True)
@@ -178,6 +247,8 @@ class EpisodeRecord:
     # (added) the LLM judge's calls about this episode (live suites); stored in the same
     # shard as the episode, so a judged episode is never stored without its judgments.
     judgments: list[JudgmentRow] = field(default_factory=list)
+    # (added) labels of the visited states (mining rollouts only), same shard as well.
+    labels: list[StepLabelRow] = field(default_factory=list)
 
 
 def episode_key(task_id: str, seed: int, policy: str, attempt: int = 0) -> str:

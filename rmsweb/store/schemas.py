@@ -35,6 +35,7 @@ ROW_TYPES: dict[str, type] = {
     "steps": R.StepRow,
     "screenshots": R.ScreenshotRow,
     "reflections": R.ReflectionRow,
+    "step_labels": R.StepLabelRow,  # (added) mining rollouts' labels of visited states
     "mined_states": R.MinedStateRow,
     "rl_groups": R.RLGroupRow,
     "evals": R.EvalRow,
@@ -50,8 +51,15 @@ EPISODE_TABLES: tuple[str, ...] = (
     "screenshots",
     "reflections",
     "judgments",
+    "step_labels",
 )
-COMPANION_TABLES: tuple[str, ...] = ("steps", "screenshots", "reflections", "judgments")
+COMPANION_TABLES: tuple[str, ...] = (
+    "steps",
+    "screenshots",
+    "reflections",
+    "judgments",
+    "step_labels",
+)
 
 # Columns a view takes from the run's folder instead of the shard (see views.py).
 PATH_COLUMNS: tuple[str, ...] = ("run", "stage")
@@ -184,8 +192,12 @@ def _from_dict(row_type: type, data: dict[str, Any]) -> Any:
         inner, nullable = _strip_optional(hints[f.name])
         if value is None and not nullable:
             continue  # null only because an older shard lacks the column: the default applies
-        if value is not None and dataclasses.is_dataclass(inner):
+        if value is not None and isinstance(inner, type) and dataclasses.is_dataclass(inner):
             value = _from_dict(inner, value)
+        elif value is not None and typing.get_origin(inner) is list:
+            (item,) = typing.get_args(inner)
+            if isinstance(item, type) and dataclasses.is_dataclass(item):  # list of structs
+                value = [_from_dict(item, v) for v in value]
         kwargs[f.name] = value
     return row_type(**kwargs)
 

@@ -16,6 +16,7 @@ import zlib
 from pathlib import Path
 
 from rmsweb.env.actions import ActionRow
+from rmsweb.env.types import HistoryItem
 from rmsweb.store.rows import (
     EpisodeRecord,
     EpisodeRow,
@@ -225,21 +226,23 @@ def write_mine_run(root: Path, owner: str, states: int = 40) -> Path:
     with TableWriter(root / run, "mined_states", max_rows=16) as writer:
         for i in range(states):
             routine = i % 4 == 0
-            task = TASKS[i % len(TASKS)]
+            seed = i % 4  # mined states point at the run's episodes (the viewer marks them)
+            task = TASKS[seed % 5]
             writer.write(
                 MinedStateRow(
                     state_id=f"s{i:04d}",
-                    episode_id=episode_key(task, i % 4, "sft"),
+                    episode_id=episode_key(task, seed, "sft"),
                     step=i % 3,
                     obs_text=_observation(task, i % 3),
                     screenshot=None,
-                    history=["click(4)"] * (i % 3),
+                    history=[HistoryItem("Action: click(4)", "click(4)", None)] * (i % 3),
                     reference_actions=["click(3)"],
                     policy_action=None if routine else "click(4)",
                     failure_mode=None if routine else rng.choice(FAILURE_MODES),
                     weight=0.5 if routine else 1.0 + rng.random(),
                     task_id=task,
                     instruction=f"Solve {task}.",
+                    source="routine" if routine else ("fragile" if i % 4 == 1 else "critical"),
                 )
             )
     return root / run

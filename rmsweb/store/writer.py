@@ -1,9 +1,9 @@
 """Append-only, buffered, crash-safe shard writers for a run folder.
 
 - ShardWriter is the runner's EpisodeSink: it buffers whole episodes (with
-  their steps, screenshots, reflections and judgments) and writes them as one shard, a
-  file per table with the same name. Each file is written under a hidden temp
-  name and renamed; the episodes file goes last and commits the shard (see
+  their steps, screenshots, reflections, judgments and step labels) and writes them
+  as one shard, a file per table with the same name. Each file is written under a
+  hidden temp name and renamed; the episodes file goes last and commits the shard (see
   layout.py). A writer killed at any point leaves only temp files and
   uncommitted companions, which readers ignore and the next writer deletes.
 - Screenshots are stored once per run, deduplicated by sha256.
@@ -130,7 +130,7 @@ class ShardWriter:
     def write(self, record: EpisodeRecord) -> None:
         """Buffer one finished episode; an episode already stored is dropped."""
         key = record.episode.episode_id
-        for row in (*record.steps, *record.reflections, *record.judgments):
+        for row in (*record.steps, *record.reflections, *record.judgments, *record.labels):
             if row.episode_id != key:
                 raise ValueError(
                     f"record {key!r} holds a {type(row).__name__} of episode {row.episode_id!r}"
@@ -144,6 +144,7 @@ class ShardWriter:
             self._buf["steps"].extend(record.steps)
             self._buf["reflections"].extend(record.reflections)
             self._buf["judgments"].extend(record.judgments)
+            self._buf["step_labels"].extend(record.labels)
             self._bytes += sum(len(s.obs_text) + len(s.output_text) for s in record.steps)
             for shot in record.screenshots:
                 self._add_screenshot(shot)
@@ -165,6 +166,15 @@ class ShardWriter:
         with self._lock:
             self._start_clock()
             self._buf["reflections"].append(row)
+            self._maybe_flush()
+
+    def write_screenshots(self, shots: list[ScreenshotRow]) -> None:
+        """Buffer screenshots that no episode of this run shows (the mine stage's routine
+        states name screenshots of the collect run); stored once per sha256 as usual."""
+        with self._lock:
+            self._start_clock()
+            for shot in shots:
+                self._add_screenshot(shot)
             self._maybe_flush()
 
     def flush(self) -> None:

@@ -134,3 +134,32 @@ def test_collect_viewer_shows_reflections(browser, report_dir: Path) -> None:
     assert page.locator(".reflection").count() >= 1
     page.close()
     assert errors == []
+
+
+def test_mine_viewer_jumps_to_the_critical_step(browser, report_dir: Path) -> None:
+    url = (report_dir / "viewer" / "mine.html").as_uri()
+    page, errors = open_page(browser, url)
+    items = page.locator("#episode-list li")
+    # Episodes with mined states are listed first, each marked with its states.
+    marked = [items.nth(i).locator(".mark").count() > 0 for i in range(items.count())]
+    assert marked[0] and marked == sorted(marked, reverse=True) and not all(marked)
+    page.select_option("#f-mined", "critical")
+    ids = page.locator("#episode-list li").evaluate_all("lis => lis.map(l => l.dataset.episode)")
+    assert ids and len(ids) < items.count() + 1
+    # Opening an episode scrolls to its critical step, which is marked.
+    page.goto(f"{url}#{ids[0]}")
+    page.reload()
+    critical = page.locator("#steps section.mined-critical").first
+    assert critical.locator(".mined-box").first.inner_text().startswith("critical state: ")
+    box = critical.bounding_box()
+    top = page.locator("#episode").bounding_box()
+    step = int(critical.get_attribute("id").removeprefix("step-"))
+    if step > 0:  # scrolled: the critical step sits at the top of the episode pane
+        assert abs(box["y"] - top["y"]) < 5
+    # `#<episode id>@<step>` opens that step instead.
+    page.goto(f"{url}#{ids[0]}@0")
+    page.reload()
+    first = page.locator("#step-0").bounding_box()
+    assert abs(first["y"] - page.locator("#episode").bounding_box()["y"]) < 60
+    page.close()
+    assert errors == []

@@ -100,3 +100,17 @@ def test_view_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert res.exit_code == 0 and target.read_text().startswith("<!doctype html>")
     res = CliRunner().invoke(app, ["view", str(tmp_path)])
     assert res.exit_code == 2 and "no episodes table" in res.stderr
+
+
+def test_mine_run_viewer_carries_mined_states_and_labels(tmp_path: Path) -> None:
+    from rmsweb.store.synthetic import write_mine_run
+
+    run = write_mine_run(tmp_path / "runs", "x", states=12)
+    data = load_viewer_data(run)
+    mined = [e for e in data["episodes"] if e["mined"]]
+    assert mined and data["episodes"][: len(mined)] == mined  # listed first
+    sources = {m["source"] for e in mined for m in e["mined"]}
+    assert sources == {"critical", "fragile"}  # routine states are not marked
+    for e in mined:
+        steps = {s["step"] for s in e["steps"]}
+        assert all(m["step"] in steps and m["reference_actions"] for m in e["mined"])

@@ -20,6 +20,7 @@ from rmsweb.store.rows import (
     JudgmentRow,
     ReflectionRow,
     ScreenshotRow,
+    StepLabelRow,
     StepRow,
 )
 from rmsweb.store.views import connect
@@ -135,8 +136,12 @@ def episode_records(draw: st.DrawFn) -> list[EpisodeRecord]:
             dataclasses.replace(j, episode_id=ep.episode_id)
             for j in draw(st.lists(rows_of(JudgmentRow), max_size=2))
         ]
+        labels = [
+            dataclasses.replace(lab, episode_id=ep.episode_id)
+            for lab in draw(st.lists(rows_of(StepLabelRow), max_size=2))
+        ]
         shots = draw(st.lists(rows_of(ScreenshotRow), max_size=2, unique_by=lambda s: s.sha256))
-        records.append(EpisodeRecord(ep, steps, shots, reflections, judgments))
+        records.append(EpisodeRecord(ep, steps, shots, reflections, judgments, labels))
     return records
 
 
@@ -148,8 +153,13 @@ def test_episode_tables_round_trip(records: list[EpisodeRecord]) -> None:
         with ShardWriter(run, max_episodes=2) as sink:
             for rec in records:
                 sink.write(rec)
-        for table in ("steps", "reflections", "judgments"):  # the record's attribute names
-            want = [row for rec in records for row in getattr(rec, table)]
+        for table, attr in (
+            ("steps", "steps"),
+            ("reflections", "reflections"),
+            ("judgments", "judgments"),
+            ("step_labels", "labels"),
+        ):
+            want = [row for rec in records for row in getattr(rec, attr)]
             got = read_rows(run, table)
             assert len(got) == len(want) and all(map(same, want, got)), table
             _check_duckdb_count(run, table, len(want))

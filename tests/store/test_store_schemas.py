@@ -23,6 +23,7 @@ DESIGN_COLUMNS = {
     "env_error, reward, done, latency_s",
     "screenshots": "sha256, png, width, height",
     "reflections": "episode_id, attempt, text, source",
+    "step_labels": "episode_id, step, source, acceptable",  # (added) not in DESIGN §4
     "mined_states": "state_id, episode_id, step, obs_text, screenshot, history, "
     "reference_actions, policy_action, failure_mode, weight",
     "rl_groups": "rl_step, state_id, rewards, mean, std, accepted, reason, pg_loss, anchor_loss",
@@ -57,7 +58,12 @@ def test_types_and_nullability_follow_the_row_hints() -> None:
     ]
     assert schemas.schema("screenshots").field("png").type == pa.binary()
     assert schemas.schema("rl_groups").field("rewards").type == pa.list_(pa.float64())
-    assert schemas.schema("mined_states").field("history").type == pa.list_(pa.string())
+    history = schemas.schema("mined_states").field("history").type  # list of HistoryItem
+    assert pa.types.is_list(history) and history.value_type.names == [
+        "output_text",
+        "action_text",
+        "error",
+    ]
     assert schemas.schema("episodes").field("success").type == pa.bool_()
 
 

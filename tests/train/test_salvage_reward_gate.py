@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from rmsweb.agents.prompt import PromptConfig, build_messages, format_history
+from rmsweb.agents.prompt import PromptConfig, build_messages
 from rmsweb.env.types import HistoryItem
 from rmsweb.errors import UserError
-from rmsweb.store.rows import MinedStateRow
+from rmsweb.store.rows import ElementBoxRow, MinedStateRow
 from rmsweb.train.salvage_ds.gate import gate, group_stats
 from rmsweb.train.salvage_ds.reward import elements_from_boxes, parse_references, score
 from rmsweb.train.salvage_ds.states import state_from_row
 
 REFS = parse_references(["click(3)", 'fill(5, "Bob Smith")'], "test")
-BOXES = elements_from_boxes(json.dumps({"3": [10, 10, 40, 20], "4": [60, 10, 40, 20]}))
+BOXES = elements_from_boxes(
+    [ElementBoxRow("3", 10, 10, 40, 20), ElementBoxRow("4", 60, 10, 40, 20)]
+)
 
 
 @pytest.mark.parametrize(
@@ -107,7 +107,7 @@ def test_mined_row_rebuilds_the_policys_prompt() -> None:
         step=3,
         obs_text=obs,
         screenshot=None,
-        history=format_history(history),
+        history=history,
         reference_actions=["click(4)"],
         policy_action="click(2)",
         failure_mode="wrong_element",

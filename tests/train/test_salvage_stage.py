@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from rmsweb.env.types import HistoryItem
 from rmsweb.spec import ExperimentSpec
 from rmsweb.stage_io import StageIO
 from rmsweb.store.reader import read_rows
@@ -57,7 +58,7 @@ def _mined(run_dir: Path) -> None:
                 step=1,
                 obs_text=obs,
                 screenshot=None,
-                history=["click(2)"],
+                history=[HistoryItem("Action: click(2)", "click(2)", None)],
                 reference_actions=[f"click({target})"],
                 policy_action="click(2)",
                 failure_mode="wrong_element",

@@ -20,10 +20,9 @@ on it, whatever the reward's scale.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from rmsweb.env.actions import Action, Match, ParseError, compare, matches_any, parse_action
 from rmsweb.env.types import Box, Element
@@ -57,18 +56,17 @@ def parse_references(texts: Sequence[str], where: str) -> list[Action]:
     return actions
 
 
-def elements_from_boxes(boxes_json: str | None) -> dict[str, Element] | None:
-    """`{"12": [x, y, width, height], ...}` (MinedStateRow.element_boxes) -> Elements with boxes.
+def elements_from_boxes(boxes: Sequence[Any]) -> dict[str, Element] | None:
+    """MinedStateRow.boxes (ElementBoxRow: id, x, y, width, height) -> Elements with boxes.
 
     Only the boxes matter for comparison (a click_xy point inside the target's box);
-    role and name are left empty.
+    role and name are left empty. None when the state has no boxes (text suites).
     """
-    if not boxes_json:
+    if not boxes:
         return None
-    data = json.loads(boxes_json)
     return {
-        str(eid): Element(id=str(eid), role="", name="", box=Box(*map(float, box)))
-        for eid, box in data.items()
+        str(b.id): Element(id=str(b.id), role="", name="", box=Box(b.x, b.y, b.width, b.height))
+        for b in boxes
     }
 
 

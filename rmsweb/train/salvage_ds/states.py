@@ -8,12 +8,12 @@ policy is later evaluated on.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rmsweb.agents.prompt import PromptConfig, TokenCounter, approx_tokens, build_messages
-from rmsweb.env.types import Element, HistoryItem
+from rmsweb.env.types import Element
 from rmsweb.errors import UserError
 from rmsweb.train.salvage_ds.reward import elements_from_boxes, parse_references
 
@@ -29,16 +29,6 @@ class RLState:
     failure_mode: str | None = None
     task_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def history_items(lines: Sequence[str]) -> list[HistoryItem]:
-    """Stored history lines -> HistoryItems that format back to the very same lines.
-
-    mined_states keeps the history as the lines `format_history` produced (action, and
-    " -> error: ..." when the step failed). An item whose action_text is the whole line
-    and whose error is None formats to that line unchanged, so the prompt is identical.
-    """
-    return [HistoryItem(output_text="", action_text=line, error=None) for line in lines]
 
 
 def state_from_row(
@@ -65,7 +55,7 @@ def state_from_row(
     messages = build_messages(
         row.instruction,
         row.obs_text,
-        history_items(row.history),
+        list(row.history),
         prompt,
         count_tokens,
         with_image=with_image,
@@ -74,7 +64,7 @@ def state_from_row(
         state_id=row.state_id,
         messages=messages,
         references=list(row.reference_actions),
-        elements=elements_from_boxes(getattr(row, "element_boxes", None)),
+        elements=elements_from_boxes(row.boxes),
         image=image,
         weight=float(row.weight),
         failure_mode=row.failure_mode,

@@ -1,0 +1,183 @@
+"""The report's failure-mode mining section: what the mine stage found, and how fast.
+
+Computing is apart from rendering: `mining_data` runs the queries (rows by name),
+`mine_section` renders them and records the section's metrics and plot data.
+
+- States by source (critical, fragile, routine) and failure mode, with their total
+  weight and how many tasks they come from.
+- The SFT policy's rollouts: how many, their success rate (the SFT policy sampled at
+  mine.temperature on train seeds, so not the eval number), and rollouts per second
+  over the run's wall-clock span (first start to last end; a resumed run's pause
+  counts in it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from rmsweb.report import plots
+from rmsweb.report.document import Figure, Para, Section, Table
+from rmsweb.report.queries import fetch
+from rmsweb.report.tables import num, pct
+
+if TYPE_CHECKING:
+    import duckdb
+
+SOURCES = ("critical", "fragile", "routine")
+COLORS = {"critical": "#c44e52", "fragile": "#dd8452", "routine": "#8c8c8c"}
+
+
+def mining_data(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict[str, Any]]]:
+    states = fetch(
+        con,
+        """
+        SELECT run, coalesce(source, 'routine') AS source,
+               coalesce(failure_mode, 'routine') AS failure_mode,
+               count(*) AS states, sum(weight) AS weight, count(DISTINCT task_id) AS tasks
+        FROM mined_states
+        GROUP BY ALL ORDER BY run, states DESC, source, failure_mode
+        """,
+    )
+    rollouts = fetch(
+        con,
+        """
+        SELECT run, count(*) AS episodes,
+               count(*) FILTER (WHERE success) AS successes,
+               count(*) FILTER (WHERE error IS NOT NULL) AS env_errors,
+               max(started_at + wall_s) - min(started_at) AS span_s
+        FROM episodes WHERE stage = 'mine'
+        GROUP BY run ORDER BY run
+        """,
+    )
+    return {"states": states, "rollouts": rollouts}
+
+
+def _key(run: str, several: bool, name: str) -> str:
+    run = run.removeprefix("mine/")
+    return f"mine/{run}/{name}" if several else f"mine/{name}"
+
+
+def mine_section(rep: Any, data: dict[str, list[dict[str, Any]]]) -> Section:
+    """The section; fills rep.metrics and rep.plot_data["failure_modes.csv"]."""
+    sec = Section("Failure-mode mining")
+    states, rollouts = data["states"], data["rollouts"]
+    if not states:
+        sec.blocks.append(
+            Para(
+                "No mined_states rows in this report's inputs, so no mined failure modes: the "
+                "experiment has no mine run upstream of its evaluated policies, or it wrote "
+                "nothing.",
+                note=True,
+            )
+        )
+        return sec
+    runs = list(dict.fromkeys(s["run"] for s in states))
+    several = len(runs) > 1
+    totals: dict[str, int] = defaultdict(int)
+    for s in states:
+        totals[s["run"]] += s["states"]
+    sec.blocks.append(
+        Table(
+            ["Run", "Source", "Failure mode", "States", "Share", "Total weight", "Tasks"],
+            [
+                [
+                    s["run"],
+                    s["source"],
+                    s["failure_mode"],
+                    str(s["states"]),
+                    pct(s["states"] / totals[s["run"]]),
+                    num(s["weight"], 1),
+                    str(s["tasks"]),
+                ]
+                for s in states
+            ],
+            ["left", "left", "left", "right", "right", "right", "right"],
+        )
+    )
+    sec.blocks.append(
+        Para(
+            "critical: the first step of a failed or detoured rollout whose action was not "
+            "acceptable; fragile: a state where the policy's sampled actions disagreed and some "
+            "were not acceptable (weight: the wrong share); routine: states of the SFT data "
+            "mixed in so RL does not forget them."
+        )
+    )
+    if rollouts:
+        sec.blocks.append(
+            Table(
+                ["Run", "Rollouts", "SFT success", "Env errors", "Rollouts / s"],
+                [
+                    [
+                        r["run"],
+                        str(r["episodes"]),
+                        pct(r["successes"] / r["episodes"]),
+                        str(r["env_errors"]),
+                        num(r["episodes"] / r["span_s"], 2) if r["span_s"] else "—",
+                    ]
+                    for r in rollouts
+                ],
+                ["left", "right", "right", "right", "right"],
+            )
+        )
+    sec.blocks.append(
+        Figure("failure_modes", mining_plot(states), "Mined states per failure mode and source")
+    )
+    _record(rep, runs, several, states, rollouts, totals)
+    return sec
+
+
+def _record(
+    rep: Any,
+    runs: list[str],
+    several: bool,
+    states: list[dict[str, Any]],
+    rollouts: list[dict[str, Any]],
+    totals: dict[str, int],
+) -> None:
+    by_mode: dict[tuple[str, str], list[float]] = {}
+    for run in runs:
+        rs = [s for s in states if s["run"] == run]
+        rep.metrics[_key(run, several, "states")] = totals[run]
+        for source in SOURCES:
+            n = sum(s["states"] for s in rs if s["source"] == source)
+            rep.metrics[_key(run, several, source)] = n
+        for s in rs:
+            cur = by_mode.setdefault((run, s["failure_mode"]), [0, 0.0])
+            cur[0] += s["states"]
+            cur[1] += s["weight"]
+        for (r, mode), (n, _) in by_mode.items():
+            if r == run:
+                rep.metrics[_key(run, several, f"mode/{mode}")] = n
+    for ro in rollouts:
+        rep.metrics[_key(ro["run"], several, "sft_success")] = ro["successes"] / ro["episodes"]
+        if ro["span_s"]:
+            rep.metrics[_key(ro["run"], several, "rollouts_per_s")] = ro["episodes"] / ro["span_s"]
+    rep.plot_data["failure_modes.csv"] = [
+        [run, mode, n, weight] for (run, mode), (n, weight) in by_mode.items()
+    ]
+
+
+def mining_plot(states: list[dict[str, Any]]) -> bytes:
+    """Horizontal bars per (run,) failure mode, stacked by source."""
+    runs = list(dict.fromkeys(s["run"] for s in states))
+    labels = list(
+        dict.fromkeys(
+            s["failure_mode"] + (f" ({s['run']})" if len(runs) > 1 else "") for s in states
+        )
+    )[::-1]
+    fig, ax = plots._figure(6.5, 0.9 + 0.35 * len(labels))
+    left = [0] * len(labels)
+    for source in SOURCES:
+        counts = [0] * len(labels)
+        for s in states:
+            if s["source"] == source:
+                label = s["failure_mode"] + (f" ({s['run']})" if len(runs) > 1 else "")
+                counts[labels.index(label)] += s["states"]
+        if any(counts):
+            ax.barh(labels, counts, left=left, color=COLORS[source], label=source)
+            left = [a + b for a, b in zip(left, counts, strict=True)]
+    ax.set_xlabel("mined states")
+    ax.legend(fontsize=8, loc="lower right")
+    plots._style(ax)
+    return plots._png(fig)
