@@ -170,6 +170,10 @@ def _run_stage(
                 "RMSWEB_RUN_KEY",
                 stage_run_key(io.spec, stage.kind, variant, io.inputs, seed=io.seed),
             )
+        if stage.sharded:
+            from rmsweb.distributed import post_sharded
+
+            post_sharded(sys.argv[1:])  # head of several nodes: the workers play their shares
         if stage.distributed:
             from rmsweb.distributed import relaunch_under_torchrun
 
