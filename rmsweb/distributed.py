@@ -44,6 +44,9 @@ import shlex
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from rmsweb.errors import UserError
@@ -107,12 +110,17 @@ def stage_inputs(argv: list[str]) -> list[str]:
 
 
 def post(
-    rendezvous: Path, argv: list[str], dvc_lock: str | None = None, mode: str = "torchrun"
+    rendezvous: Path,
+    argv: list[str],
+    dvc_lock: str | None = None,
+    mode: str = "torchrun",
+    servers: Sequence[tuple[int, int, list[str]]] = (),
 ) -> dict:
     """Head node: announce a distributed stage to the workers (atomic write).
 
     `mode`: "torchrun" (every node joins one torchrun job) or "shards" (every node runs
-    the command as a plain process and plays its share of the stage's units).
+    the command as a plain process and plays its share of the stage's units, with the
+    local `servers` started on its node: see post_sharded).
     """
     rendezvous.mkdir(parents=True, exist_ok=True)
     seq = len(list(rendezvous.glob("stage-*.json")))
@@ -123,6 +131,7 @@ def post(
         "dvc_lock": dvc_lock,
         "master_port": MASTER_PORT_BASE + seq % 1000,
         "env": {k: os.environ[k] for k in SHARED_ENV if k in os.environ},
+        "servers": [[port, timeout, list(args)] for port, timeout, args in servers],
     }
     tmp = rendezvous / f".stage-{seq:04d}.tmp"
     tmp.write_text(json.dumps(job))
@@ -169,33 +178,85 @@ def node_dir(out: Path, rank: int, count: int) -> Path:
     return shard_dir(out) / f"node-{rank}-of-{count}"
 
 
-def post_sharded(argv: list[str]) -> None:
-    """Head node of several: post a sharded stage, so every worker plays its share."""
+def post_sharded(argv: list[str], servers: Sequence[tuple[int, int, list[str]]] = ()) -> None:
+    """Head node of several: post a sharded stage, so every worker plays its share.
+
+    `servers`: (port, readiness timeout s, `vllm serve` arguments) of the local endpoints
+    the stage calls; each worker starts them on its node around its share.
+    """
     if num_nodes() > 1 and node_rank() == 0:
-        post(rendezvous_dir(), argv, _read_lock(), mode="shards")
+        post(rendezvous_dir(), argv, _read_lock(), mode="shards", servers=servers)
 
 
 def _argv_value(argv: list[str], option: str) -> str | None:
     return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == option), None)
 
 
+def _vllm() -> list[str]:
+    return shlex.split(os.environ.get("RMSWEB_VLLM_BIN", "vllm"))
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+@contextmanager
+def serving(servers: Sequence[Sequence]) -> Iterator[None]:
+    """Worker: `vllm serve` on 127.0.0.1 for each (port, timeout s, args) until ready; stopped
+    on exit. What the sky script's `serve`/`unserve` do on the head, for a sharded stage."""
+    procs: list[subprocess.Popen] = []
+    try:
+        for port, timeout, args in servers:
+            log = Path.home() / f"vllm-{port}.log"
+            cmd = [*_vllm(), "serve", *args, "--host", "127.0.0.1", "--port", str(port)]
+            with log.open("ab") as out:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+            procs.append(proc)
+            deadline = time.monotonic() + timeout
+            while not _ready(port):
+                if proc.poll() is not None:
+                    raise UserError(f"worker: vllm serve on port {port} exited; see {log}.")
+                if time.monotonic() > deadline:
+                    raise UserError(f"worker: vllm serve on port {port} not ready; see {log}.")
+                time.sleep(min(POLL_S, 1.0))
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 def _run_shards(job: dict) -> None:
-    """Worker: this node's share of a sharded stage, rerun (resuming) if it dies."""
+    """Worker: this node's share of a sharded stage, rerun (resuming) if it dies; when it
+    cannot be done, a `failed` marker in the node's folder tells the head, which waits."""
     cmd = [sys.executable, "-m", "rmsweb", *job["argv"]]
     env = {**os.environ, **job.get("env", {})}
-    for attempt in range(SHARD_RETRIES + 1):
-        code = subprocess.run(cmd, env=env, check=False).returncode
-        if code == 0:
-            return
-        print(
-            f"worker: sharded {job['argv'][0]} exited {code} (try {attempt + 1})", file=sys.stderr
-        )
+    why = ""
+    try:
+        with serving(job.get("servers", [])):
+            for attempt in range(1, SHARD_RETRIES + 2):
+                code = subprocess.run(cmd, env=env, check=False).returncode
+                if code == 0:
+                    return
+                why = f"exit {code} after {attempt} tries"
+                print(f"worker: sharded {job['argv'][0]}: {why}", file=sys.stderr)
+    except UserError as exc:
+        why = str(exc)
     out = _argv_value(job["argv"], "--out")
-    if out is not None:  # tell the head, which waits for this node's `done`
+    if out is not None:
         folder = node_dir(Path(out), node_rank(), num_nodes())
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / FAILED).write_text(f"exit {code} after {SHARD_RETRIES + 1} tries\n")
-    raise UserError(f"sharded stage {job['argv'][:1]} failed on this node ({code}).")
+        (folder / FAILED).write_text(why + "\n")
+    raise UserError(f"sharded stage {job['argv'][:1]} failed on this node: {why}.")
 
 
 def _pull(job: dict) -> None:

@@ -25,7 +25,7 @@ from rmsweb.store.reader import read_records, read_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.faults]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXP = "multinode"
 # experiments/smoke.yaml with 2 tasks x 8 train seeds: 16 units, 8 per node.
 OVERRIDES = [f"name={EXP}", "suite.train.count=8", "suite.test.count=1"]
