@@ -380,7 +380,8 @@ class EpisodeRunner:
         """
         done_keys = sink.completed_keys()
         index, count = shard
-        share = set(units(tasks, seeds)[index::count])
+        mine = units(tasks, seeds)[index::count]
+        share = set(mine)
         # Seed-major, so the first units done cover every task.
         todo = [
             (t, s)
@@ -388,7 +389,7 @@ class EpisodeRunner:
             for t in tasks
             if (t, s) in share and episode_key(t, s, policy.name, 0) not in done_keys
         ]
-        stats = RunStats(skipped=len(share) - len(todo))
+        stats = RunStats(skipped=len(mine) - len(todo))
         run_job: Job = job or _single_episode(split)
         queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         for item in todo:

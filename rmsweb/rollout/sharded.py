@@ -1,8 +1,9 @@
 """An episode stage's units across SkyPilot nodes: each node plays its share, the head merges.
 
     stats = await run_sharded(runner, policy, tasks, seeds, io.out, split="train", job=job)
-    if not is_head():
-        return  # a worker's episodes reach io.out through the head's merge
+    ...
+    if rmsweb.distributed.node_rank() != 0:
+        return  # no metrics on a worker: its episodes reach io.out through the head's merge
 
 On one node (no SKYPILOT_NUM_NODES, or 1) this is today's path: a ShardWriter on
 `out` and `runner.run` over every (task, seed). With N > 1 nodes:
@@ -37,11 +38,6 @@ from rmsweb.errors import UserError
 from rmsweb.rollout.runner import EpisodeRunner, Job, RunStats
 
 WAIT_POLL_S = 1.0
-
-
-def is_head() -> bool:
-    """Whether this process writes the stage's outputs (rank 0, or the only node)."""
-    return node_rank() == 0
 
 
 async def run_sharded(
