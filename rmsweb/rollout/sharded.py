@@ -1,6 +1,10 @@
 """An episode stage's units across SkyPilot nodes: each node plays its share, the head merges.
 
     stats = await run_sharded(runner, policy, tasks, seeds, io.out, split="train", job=job)
+    # or, where the job needs the sink (the mine stage's does):
+    async with node_share(io.out) as share:
+        await runner.run(policy, tasks, seeds, share.sink, job=job_of(share.sink),
+                         shard=share.shard)
     ...
     if rmsweb.distributed.node_rank() != 0:
         return  # no metrics on a worker: its episodes reach io.out through the head's merge
@@ -17,7 +21,8 @@ On one node (no SKYPILOT_NUM_NODES, or 1) this is today's path: a ShardWriter on
 3. The head (rank 0) then waits for every node's `done` (or a `failed`: a worker
    whose command died SHARD_RETRIES + 1 times) and merges the node folders into
    `out`, a unit at a time: a (task, seed) unit already merged, from an earlier
-   node or an earlier merge, is skipped whole, so nothing is stored twice.
+   node or an earlier merge, is skipped whole, so nothing is stored twice. Every
+   table of an episode record travels (steps, screenshots, reflections, ...).
 A restarted node resumes: the runner skips the units its folder already holds. The
 run id changes with each managed-job attempt, so a recovery starts the shards afresh
 (as the single-node stage does on a fresh disk).
@@ -29,15 +34,56 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rmsweb.agents.base import Policy
 from rmsweb.distributed import DONE, FAILED, node_dir, node_rank, num_nodes
 from rmsweb.errors import UserError
 from rmsweb.rollout.runner import EpisodeRunner, Job, RunStats
 
+if TYPE_CHECKING:
+    from rmsweb.store.writer import ShardWriter
+
 WAIT_POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class NodeShare:
+    """What a node plays into: its sink, and its share (index, count) for `runner.run`."""
+
+    sink: ShardWriter
+    shard: tuple[int, int]
+
+
+@asynccontextmanager
+async def node_share(out: Path) -> AsyncIterator[NodeShare]:
+    """This node's sink and share of a stage writing `out` (see the module doc). On exit
+    without error: `done`; on the head, also wait for every node and merge into `out`."""
+    from rmsweb.store.writer import ShardWriter
+
+    rank, count = node_rank(), num_nodes()
+    if count <= 1:
+        with ShardWriter(out) as sink:
+            yield NodeShare(sink, (0, 1))
+        return
+    if not 0 <= rank < count:
+        raise UserError(f"SKYPILOT_NODE_RANK={rank} is not in 0..{count - 1} (SKYPILOT_NUM_NODES)")
+    folder = node_dir(out, rank, count)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / FAILED).unlink(missing_ok=True)  # a restarted node is trying again
+    commit_s = float(os.environ.get("RMSWEB_NODE_COMMIT_S", "10"))
+    with ShardWriter(folder, writer_id=f"node{rank}", max_seconds=commit_s) as sink:
+        yield NodeShare(sink, (rank, count))
+    (folder / DONE).write_text(f"{len(sink.completed_keys())} episodes\n")
+    if rank == 0:
+        folders = [node_dir(out, r, count) for r in range(count)]
+        await wait_for_nodes(folders)
+        merged = merge_node_shards(folders, out)
+        print(f"merged {merged} units of {count} nodes into {out}", file=sys.stderr)
 
 
 async def run_sharded(
@@ -51,40 +97,22 @@ async def run_sharded(
     job: Job | None = None,
     description: str | None = None,
 ) -> RunStats:
-    """Play this node's share of tasks x seeds; on the head, also merge every node's into
-    `out`. Returns this node's RunStats. Single node: `runner.run` into `out`."""
-    from rmsweb.store.writer import ShardWriter
-
-    rank, count = node_rank(), num_nodes()
-    if count <= 1:
-        with ShardWriter(out) as sink:
-            return await runner.run(
-                policy, tasks, seeds, sink, split=split, job=job, description=description
-            )
-    if not 0 <= rank < count:
-        raise UserError(f"SKYPILOT_NODE_RANK={rank} is not in 0..{count - 1} (SKYPILOT_NUM_NODES)")
-    folder = node_dir(out, rank, count)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / FAILED).unlink(missing_ok=True)  # a restarted node is trying again
-    commit_s = float(os.environ.get("RMSWEB_NODE_COMMIT_S", "10"))
-    with ShardWriter(folder, writer_id=f"node{rank}", max_seconds=commit_s) as sink:
-        stats = await runner.run(
+    """`runner.run` over this node's share into `node_share(out)`; this node's RunStats.
+    Single node: exactly `runner.run` into a ShardWriter on `out`."""
+    async with node_share(out) as share:
+        rank, count = share.shard
+        if count > 1:
+            description = f"{description or policy.name} (node {rank} of {count})"
+        return await runner.run(
             policy,
             tasks,
             seeds,
-            sink,
+            share.sink,
             split=split,
             job=job,
-            description=f"{description or policy.name} (node {rank} of {count})",
-            shard=(rank, count),
+            description=description,
+            shard=share.shard,
         )
-    (folder / DONE).write_text(f"{stats.episodes} episodes, {stats.skipped} units resumed\n")
-    if rank == 0:
-        folders = [node_dir(out, r, count) for r in range(count)]
-        await wait_for_nodes(folders)
-        merged = merge_node_shards(folders, out)
-        print(f"merged {merged} units of {count} nodes into {out}", file=sys.stderr)
-    return stats
 
 
 async def wait_for_nodes(folders: Sequence[Path], timeout_s: float | None = None) -> None:
