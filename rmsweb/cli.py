@@ -170,6 +170,13 @@ def _run_stage(
                 "RMSWEB_RUN_KEY",
                 stage_run_key(io.spec, stage.kind, variant, io.inputs, seed=io.seed),
             )
+        if stage.sharded:
+            from rmsweb.compile.skyfile import served_by_stage
+            from rmsweb.distributed import post_sharded
+
+            # Head of several nodes: the workers play their shares, each with the local
+            # servers (vllm serve) the stage calls, as the head's sky script started them.
+            post_sharded(sys.argv[1:], served_by_stage(io.spec, stage.kind, variant))
         if stage.distributed:
             from rmsweb.distributed import relaunch_under_torchrun
 

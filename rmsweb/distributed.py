@@ -14,6 +14,15 @@ How it fits together (see sky/<experiment>.yaml):
    (`rmsweb worker --finish`).
 Only the head's outputs are kept by DVC; workers contribute compute.
 
+Sharded stages (collect: episodes by (task, seed) unit) are posted the same way
+with mode "shards": a worker runs the posted command as a plain process on its
+node, which plays its share of the units into its own node folder of the shared
+shard folder (`node_dir`); the head plays its share, waits for every node's
+`done` marker and merges the node folders into the stage's output
+(rmsweb.rollout.sharded). A worker reruns a sharded command that died (resuming:
+units already stored are skipped) up to SHARD_RETRIES times, then marks its node
+`failed` so the head stops waiting.
+
 The rendezvous folder is $RMSWEB_RENDEZVOUS_ROOT/<run id>, and the run id
 changes with every attempt of a managed job:
 - SKYPILOT_TASK_ID alone does not: it stays the same across recoveries, so a
@@ -35,6 +44,9 @@ import shlex
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from rmsweb.errors import UserError
@@ -44,6 +56,8 @@ MASTER_PORT_BASE = 29500  # post k uses MASTER_PORT_BASE + k
 # What the head's stage process knows that every rank on every node must agree on:
 # the stage's run key (its checkpoint folder), computed once on the head.
 SHARED_ENV = ("RMSWEB_RUN_KEY",)
+SHARD_RETRIES = 2  # reruns of a sharded command that died on a worker (an OOM kill, say)
+DONE, FAILED = "done", "failed"  # markers in a node folder of a sharded stage
 
 
 def _torchrun() -> list[str]:
@@ -54,11 +68,13 @@ def _dvc() -> list[str]:
     return shlex.split(os.environ.get("RMSWEB_DVC_BIN", "dvc"))
 
 
-def _node_rank() -> int:
+def node_rank() -> int:
+    """This node's rank (0: the head, which runs the pipeline); 0 outside SkyPilot."""
     return int(os.environ.get("SKYPILOT_NODE_RANK", "0"))
 
 
-def _num_nodes() -> int:
+def num_nodes() -> int:
+    """Nodes of this SkyPilot task; 1 outside SkyPilot."""
     return int(os.environ.get("SKYPILOT_NUM_NODES", "1"))
 
 
@@ -93,16 +109,29 @@ def stage_inputs(argv: list[str]) -> list[str]:
     return [argv[i + 1].partition("=")[2] for i, a in enumerate(argv[:-1]) if a == "--in"]
 
 
-def post(rendezvous: Path, argv: list[str], dvc_lock: str | None = None) -> dict:
-    """Head node: announce a distributed stage to the workers (atomic write)."""
+def post(
+    rendezvous: Path,
+    argv: list[str],
+    dvc_lock: str | None = None,
+    mode: str = "torchrun",
+    servers: Sequence[tuple[int, int, list[str]]] = (),
+) -> dict:
+    """Head node: announce a distributed stage to the workers (atomic write).
+
+    `mode`: "torchrun" (every node joins one torchrun job) or "shards" (every node runs
+    the command as a plain process and plays its share of the stage's units, with the
+    local `servers` started on its node: see post_sharded).
+    """
     rendezvous.mkdir(parents=True, exist_ok=True)
     seq = len(list(rendezvous.glob("stage-*.json")))
     job = {
+        "mode": mode,
         "argv": argv,
         "pull": stage_inputs(argv),
         "dvc_lock": dvc_lock,
         "master_port": MASTER_PORT_BASE + seq % 1000,
         "env": {k: os.environ[k] for k in SHARED_ENV if k in os.environ},
+        "servers": [[port, timeout, list(args)] for port, timeout, args in servers],
     }
     tmp = rendezvous / f".stage-{seq:04d}.tmp"
     tmp.write_text(json.dumps(job))
@@ -125,13 +154,109 @@ def relaunch_under_torchrun(argv: list[str]) -> int | None:
     if not args or "LOCAL_RANK" in os.environ:
         return None
     torchrun_args = shlex.split(args)
-    if _num_nodes() > 1 and _node_rank() == 0:
+    if num_nodes() > 1 and node_rank() == 0:
         # No `dvc push` here: the sky task pushed every upstream stage when it finished,
         # and a push without a remote would fail the stage for nothing.
         job = post(rendezvous_dir(), argv, _read_lock())
         torchrun_args.append(f"--master_port={job['master_port']}")
     cmd = [*_torchrun(), *torchrun_args, "-m", "rmsweb", *argv]
     return subprocess.run(cmd, check=False).returncode
+
+
+def shard_dir(out: Path) -> Path:
+    """The shared folder of a sharded stage writing `out`: <rendezvous>/shards/<out>.
+
+    `out` as the stage command names it (dvc.yaml: runs/<stage>/<experiment>...), the
+    same on every node; an absolute path is taken without its leading `/`.
+    """
+    relative = Path(*out.parts[1:]) if out.is_absolute() else out
+    return rendezvous_dir() / "shards" / relative
+
+
+def node_dir(out: Path, rank: int, count: int) -> Path:
+    """Node `rank`'s own folder of a sharded stage: its shards and its done/failed marker."""
+    return shard_dir(out) / f"node-{rank}-of-{count}"
+
+
+def post_sharded(argv: list[str], servers: Sequence[tuple[int, int, list[str]]] = ()) -> None:
+    """Head node of several: post a sharded stage, so every worker plays its share.
+
+    `servers`: (port, readiness timeout s, `vllm serve` arguments) of the local endpoints
+    the stage calls; each worker starts them on its node around its share.
+    """
+    if num_nodes() > 1 and node_rank() == 0:
+        post(rendezvous_dir(), argv, _read_lock(), mode="shards", servers=servers)
+
+
+def _argv_value(argv: list[str], option: str) -> str | None:
+    return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == option), None)
+
+
+def _vllm() -> list[str]:
+    return shlex.split(os.environ.get("RMSWEB_VLLM_BIN", "vllm"))
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+@contextmanager
+def serving(servers: Sequence[Sequence]) -> Iterator[None]:
+    """Worker: `vllm serve` on 127.0.0.1 for each (port, timeout s, args) until ready; stopped
+    on exit. What the sky script's `serve`/`unserve` do on the head, for a sharded stage."""
+    procs: list[subprocess.Popen] = []
+    try:
+        for port, timeout, args in servers:
+            log = Path.home() / f"vllm-{port}.log"
+            cmd = [*_vllm(), "serve", *args, "--host", "127.0.0.1", "--port", str(port)]
+            with log.open("ab") as out:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+            procs.append(proc)
+            deadline = time.monotonic() + timeout
+            while not _ready(port):
+                if proc.poll() is not None:
+                    raise UserError(f"worker: vllm serve on port {port} exited; see {log}.")
+                if time.monotonic() > deadline:
+                    raise UserError(f"worker: vllm serve on port {port} not ready; see {log}.")
+                time.sleep(min(POLL_S, 1.0))
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _run_shards(job: dict) -> None:
+    """Worker: this node's share of a sharded stage, rerun (resuming) if it dies; when it
+    cannot be done, a `failed` marker in the node's folder tells the head, which waits."""
+    cmd = [sys.executable, "-m", "rmsweb", *job["argv"]]
+    env = {**os.environ, **job.get("env", {})}
+    why = ""
+    try:
+        with serving(job.get("servers", [])):
+            for attempt in range(1, SHARD_RETRIES + 2):
+                code = subprocess.run(cmd, env=env, check=False).returncode
+                if code == 0:
+                    return
+                why = f"exit {code} after {attempt} tries"
+                print(f"worker: sharded {job['argv'][0]}: {why}", file=sys.stderr)
+    except UserError as exc:
+        why = str(exc)
+    out = _argv_value(job["argv"], "--out")
+    if out is not None:
+        folder = node_dir(Path(out), node_rank(), num_nodes())
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / FAILED).write_text(why + "\n")
+    raise UserError(f"sharded stage {job['argv'][:1]} failed on this node: {why}.")
 
 
 def _pull(job: dict) -> None:
@@ -155,6 +280,18 @@ def _read_job(path: Path) -> dict | None:
         return None  # still being copied into the bucket: read it on the next poll
 
 
+def _run_torchrun(job: dict) -> None:
+    """Worker: join the posted torchrun job with this node's rank."""
+    if not os.environ.get("RMSWEB_TORCHRUN"):
+        raise UserError("RMSWEB_TORCHRUN is not set; `rmsweb worker` runs under sky/*.yaml.")
+    cmd = [*_torchrun(), *shlex.split(os.environ["RMSWEB_TORCHRUN"])]
+    cmd += [f"--master_port={job['master_port']}", "-m", "rmsweb", *job["argv"]]
+    env = {**os.environ, **job.get("env", {})}
+    code = subprocess.run(cmd, env=env, check=False).returncode
+    if code:
+        raise UserError(f"distributed stage {job['argv'][:1]} failed on this node ({code}).")
+
+
 def worker_main(exp: str, finish: bool = False, timeout_s: float | None = None) -> None:
     """Non-head node: join each posted distributed stage until the head says done."""
     folder = rendezvous_dir()
@@ -162,8 +299,6 @@ def worker_main(exp: str, finish: bool = False, timeout_s: float | None = None) 
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "done").write_text(exp)
         return
-    if not os.environ.get("RMSWEB_TORCHRUN"):
-        raise UserError("RMSWEB_TORCHRUN is not set; `rmsweb worker` runs under sky/*.yaml.")
     deadline = time.monotonic() + (
         timeout_s
         if timeout_s is not None
@@ -179,14 +314,10 @@ def worker_main(exp: str, finish: bool = False, timeout_s: float | None = None) 
             if job is None:
                 break
             _pull(job)
-            cmd = [*_torchrun(), *shlex.split(os.environ["RMSWEB_TORCHRUN"])]
-            cmd += [f"--master_port={job['master_port']}", "-m", "rmsweb", *job["argv"]]
-            env = {**os.environ, **job.get("env", {})}
-            code = subprocess.run(cmd, env=env, check=False).returncode
-            if code:
-                raise UserError(
-                    f"distributed stage {job['argv'][:1]} failed on this node ({code})."
-                )
+            if job.get("mode") == "shards":
+                _run_shards(job)
+            else:
+                _run_torchrun(job)
             joined.add(path.name)
         if done and not posted:
             print(f"worker: joined {len(joined)} distributed stage(s) of {exp}.", file=sys.stderr)

@@ -42,6 +42,9 @@ class StageDef:
     deps: tuple[str, ...]
     plots: tuple[Plot, ...] = ()
     distributed: bool = False  # trains a model: under torchrun across SkyPilot nodes
+    # Plays (task, seed) units through rmsweb.rollout.sharded.run_sharded: each SkyPilot
+    # node plays its share (the head posts the stage to the workers).
+    sharded: bool = False
     variant: str | None = None  # a CLI option naming the stage's variant (eval: --policy)
 
     @property
@@ -64,6 +67,7 @@ STAGE_LIST: tuple[StageDef, ...] = (
         "Collect teacher trajectories (with reflection retries).",
         ("rmsweb/collect", "rmsweb/judge", *_ROLLOUT),
         plots=(Plot("yield.csv", "attempt", "yield"),),
+        sharded=True,
     ),
     StageDef(
         "model",

@@ -77,11 +77,13 @@ def test_head_posts_lock_and_port_and_does_not_push(
     rdv = launch.rendezvous_dir()
     posted = json.loads((rdv / "stage-0000.json").read_text())
     assert posted == {
+        "mode": "torchrun",
         "argv": argv,
         "pull": ["runs/collect/x"],
         "dvc_lock": "schema: '2.0'\nstages: {collect_x: {}}\n",
         "master_port": launch.MASTER_PORT_BASE,
         "env": {},
+        "servers": [],
     }
     assert fake_tools["torchrun"].read_text().split() == [
         "--nnodes=2",
@@ -169,3 +171,115 @@ def test_worker_fails_loudly_when_inputs_cannot_be_pulled(
     with pytest.raises(UserError, match="dvc pull runs/collect/x"):
         launch.worker_main("x", timeout_s=5)
     assert not fake_tools["torchrun"].exists()  # never trains on missing data
+
+
+# --------------------------------------------------------------------------- sharded stages
+
+FAKE_VLLM = """#!{python}
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+open({log!r}, "a").write(" ".join(sys.argv[1:]) + "\\n")
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sharded_stage_runs_on_the_worker_with_its_servers_and_reports_failure(
+    fake_tools: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker starts the stage's local servers, runs the posted command as a plain
+    process (no torchrun), reruns it when it dies, then marks its node folder `failed`."""
+    log = tmp_path / "vllm.log"
+    vllm = tmp_path / "vllm"
+    vllm.write_text(FAKE_VLLM.format(python=sys.executable, log=str(log)))
+    vllm.chmod(0o755)
+    monkeypatch.setenv("RMSWEB_VLLM_BIN", str(vllm))
+    monkeypatch.setenv("HOME", str(tmp_path))  # the server's log file goes to ~/vllm-PORT.log
+    monkeypatch.setenv("SKYPILOT_NODE_RANK", "0")
+    port = _free_port()
+    # A stage command that fails at once: this experiment is not in any params.yaml.
+    argv = ["collect", "--exp", "nope", "--out", "runs/collect/nope", "--metrics", "m.json"]
+    launch.post_sharded(argv, [(port, 30, ["Qwen/Teacher", "--max-model-len", "4096"])])
+    job = json.loads((launch.rendezvous_dir() / "stage-0000.json").read_text())
+    assert job["mode"] == "shards" and job["servers"] == [
+        [port, 30, ["Qwen/Teacher", "--max-model-len", "4096"]]
+    ]
+    monkeypatch.setenv("SKYPILOT_NODE_RANK", "1")
+    with pytest.raises(UserError, match="exit 2 after 3 tries"):
+        launch.worker_main("nope", timeout_s=10)
+    assert not fake_tools["torchrun"].exists()  # a plain process, not torchrun
+    assert log.read_text().split() == [
+        "serve",
+        "Qwen/Teacher",
+        "--max-model-len",
+        "4096",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    assert not launch._ready(port)  # stopped with the stage
+    failed = launch.node_dir(Path("runs/collect/nope"), 1, 2) / launch.FAILED
+    assert failed.read_text().strip() == "exit 2 after 3 tries"
+
+
+def test_head_stops_waiting_when_a_node_failed(tmp_path: Path) -> None:
+    import asyncio
+
+    from rmsweb.rollout.sharded import wait_for_nodes
+
+    folders = [tmp_path / "node-0-of-2", tmp_path / "node-1-of-2"]
+    for f in folders:
+        f.mkdir()
+    (folders[0] / launch.DONE).write_text("")
+    (folders[1] / launch.FAILED).write_text("exit 137 after 3 tries\n")
+    with pytest.raises(UserError, match="node-1-of-2 says its node failed"):
+        asyncio.run(wait_for_nodes(folders, timeout_s=5))
+    (folders[1] / launch.FAILED).unlink()
+    with pytest.raises(UserError, match="no `done` from node-1-of-2"):
+        asyncio.run(wait_for_nodes(folders, timeout_s=0))
+
+
+def test_merge_keeps_each_unit_once(tmp_path: Path) -> None:
+    """A unit found in two node folders (a node count changed, a unit rewritten) is merged
+    once, whole, from the first folder; a rerun of the merge adds nothing."""
+    from rmsweb.rollout.runner import units
+    from rmsweb.rollout.sharded import merge_node_shards
+    from rmsweb.store.reader import read_rows
+    from rmsweb.store.synthetic import write_collect_run
+
+    a = write_collect_run(tmp_path / "a", "x", seeds=3)  # every unit, with retries
+    b = write_collect_run(tmp_path / "b", "x", seeds=4)  # the same units and 2 more
+    out = tmp_path / "merged"
+    eps_a, eps_b = read_rows(a, "episodes"), read_rows(b, "episodes")
+    tasks = sorted({e.task_id for e in eps_b})
+    assert merge_node_shards([a, b], out) == len(units(tasks, range(4)))
+    merged = read_rows(out, "episodes")
+    ids = [e.episode_id for e in merged]
+    assert len(ids) == len(set(ids))
+    from_b = {e.episode_id for e in eps_b if e.seed == 3}
+    assert set(ids) == {e.episode_id for e in eps_a} | from_b
+    assert len(read_rows(out, "reflections")) > 0  # companions travel with their episodes
+    assert merge_node_shards([a, b], out) == 0
+
+
+def test_units_share_every_task_among_nodes() -> None:
+    from rmsweb.rollout.runner import units
+
+    all_units = units(["click", "type"], [0, 1, 2, 3])
+    shares = [set(all_units[r::2]) for r in range(2)]
+    assert shares[0].isdisjoint(shares[1]) and shares[0] | shares[1] == set(all_units)
+    assert {t for t, _ in shares[1]} == {"click", "type"}  # both tasks on both nodes

@@ -4,6 +4,8 @@ For each task and train seed the retry loop (rmsweb.collect.retry) runs up
 to its budget of attempts; every attempt and every reflection is stored
 (episodes.attempt, the reflections table, with the oracle's grade of each
 reflection). Resumable: a (task, seed) whose attempt 0 is stored is skipped on rerun.
+On several SkyPilot nodes each plays its share of the (task, seed) units and the
+head merges them into io.out before the metrics (rmsweb.rollout.sharded).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 from rmsweb.collect.job import collect_job
 from rmsweb.collect.metrics import collection_metrics
 from rmsweb.collect.retry import RetryLoop
+from rmsweb.distributed import node_rank
 from rmsweb.stage_io import StageIO
 
 if TYPE_CHECKING:
@@ -35,7 +38,7 @@ def write_curve(path: Path, curve: list[dict]) -> None:
 async def _collect(io: StageIO, loop: RetryLoop) -> float:
     from rmsweb.collect.teacher import build_teacher
     from rmsweb.rollout.build import build_runner
-    from rmsweb.store.writer import ShardWriter
+    from rmsweb.rollout.sharded import run_sharded
 
     spec = io.spec
     runner = build_runner(spec.suite, run=f"collect/{io.exp}", stage="collect")
@@ -54,16 +57,17 @@ async def _collect(io: StageIO, loop: RetryLoop) -> float:
             loop, teacher.judge, teacher.reflector, forget=teacher.forget, labels=teacher.labels
         )
         try:
-            with ShardWriter(io.out) as sink:
-                await runner.run(
-                    teacher.policy,
-                    runner.suite.task_ids("train"),
-                    seeds,
-                    sink,
-                    split="train",
-                    job=job,
-                    description=f"collect ({spec.collect.retry})",
-                )
+            # One node: into io.out. Several: this node's share; the head merges them all.
+            await run_sharded(
+                runner,
+                teacher.policy,
+                runner.suite.task_ids("train"),
+                seeds,
+                io.out,
+                split="train",
+                job=job,
+                description=f"collect ({spec.collect.retry})",
+            )
         finally:
             await teacher.close()
     return time.perf_counter() - start
@@ -76,6 +80,8 @@ def main(io: StageIO) -> None:
     loop = RetryLoop(c.retry, c.max_retries, c.teacher_budget)
     io.out.mkdir(parents=True, exist_ok=True)
     wall = asyncio.run(_collect(io, loop))
+    if node_rank() != 0:
+        return  # a worker node: its share reaches io.out through the head's merge
     metrics, curve = collection_metrics(read_records(io.out), loop.attempts)
     metrics["wall_s"] = round(wall, 1)
     metrics["retry"] = c.retry

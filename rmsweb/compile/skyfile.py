@@ -145,23 +145,28 @@ def pipeline_stages(report: Stage, stages: list[Stage]) -> list[Stage]:
 
 
 def stage_servers(stage: Stage, spec: ExperimentSpec) -> dict[int, list[str]]:
-    """Port -> `vllm serve` arguments (model first) of the local endpoints `stage` calls.
+    """Port -> `vllm serve` arguments (model first) of the local endpoints `stage` calls."""
+    return kind_servers(spec, stage.kind, stage.variant)
+
+
+def kind_servers(spec: ExperimentSpec, kind: str, variant: str | None) -> dict[int, list[str]]:
+    """Port -> `vllm serve` arguments (model first) of the local endpoints the `kind`
+    stage of `spec` calls (eval: of policy `variant`).
 
     collect calls the teacher and (live suites) the judge; mine and eval roll out
     and judge episodes; an eval of an openai policy also calls that policy.
+    The workers of a sharded stage start the same servers on their own nodes.
     """
     endpoints = dict(spec.served_endpoints())
     keys: list[str] = []
-    if stage.kind == "collect":
+    if kind == "collect":
         keys = ["collect.teacher", "suite.judge"]
-    elif stage.kind == "mine":
+    elif kind == "mine":
         keys = ["suite.judge"]
-    elif stage.kind == "eval":
+    elif kind == "eval":
         keys = ["suite.judge"]
         keys += [
-            f"eval.policies.{i}"
-            for i, p in enumerate(spec.eval.policies)
-            if p.name == stage.variant
+            f"eval.policies.{i}" for i, p in enumerate(spec.eval.policies) if p.name == variant
         ]
     servers: dict[int, list[str]] = {}
     for key in keys:
@@ -180,6 +185,16 @@ def stage_servers(stage: Stage, spec: ExperimentSpec) -> dict[int, list[str]]:
             args += ["--max-model-len", str(s.max_model_len)]
         servers[local_port(endpoint.base_url)] = [*args, *s.extra_args]
     return servers
+
+
+def served_by_stage(
+    spec: ExperimentSpec, kind: str, variant: str | None
+) -> list[tuple[int, int, list[str]]]:
+    """(port, readiness timeout in s, `vllm serve` arguments) of what `kind_servers` names."""
+    timeouts = _timeouts(spec)
+    return [
+        (port, timeouts[port], args) for port, args in kind_servers(spec, kind, variant).items()
+    ]
 
 
 def _timeouts(spec: ExperimentSpec) -> dict[int, int]:

@@ -367,6 +367,7 @@ class EpisodeRunner:
         split: str = "train",
         job: Job | None = None,
         description: str | None = None,
+        shard: tuple[int, int] = (0, 1),
     ) -> RunStats:
         """Run `job` (default: one episode, attempt 0) for every task x seed not yet in
         the sink, `contexts` at a time; write each job's records to the sink in order.
@@ -374,15 +375,21 @@ class EpisodeRunner:
         A (task, seed) counts as done when its attempt-0 episode key is in
         `sink.completed_keys()`; custom jobs should write attempt 0 among their records.
         A job's records are written as one unit (`sink.write_unit`: all or none).
+        `shard` (index, count): only units index, index + count, ... of `units(tasks, seeds)`
+        (one node's share of a multi-node run; rmsweb.rollout.sharded).
         """
         done_keys = sink.completed_keys()
+        index, count = shard
+        mine = units(tasks, seeds)[index::count]
+        share = set(mine)
+        # Seed-major, so the first units done cover every task.
         todo = [
             (t, s)
             for s in seeds
             for t in tasks
-            if episode_key(t, s, policy.name, 0) not in done_keys
+            if (t, s) in share and episode_key(t, s, policy.name, 0) not in done_keys
         ]
-        stats = RunStats(skipped=len(tasks) * len(seeds) - len(todo))
+        stats = RunStats(skipped=len(mine) - len(todo))
         run_job: Job = job or _single_episode(split)
         queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         for item in todo:
@@ -429,6 +436,12 @@ class EpisodeRunner:
             steps=self.timing.steps - timing_before.steps,
         )
         return stats
+
+
+def units(tasks: Sequence[str], seeds: Sequence[int]) -> list[tuple[str, int]]:
+    """The (task, seed) units of a run in the order that shares them out: unit i goes to
+    node i % n. Task-major, so each node gets about 1/n of every task's seeds."""
+    return [(t, s) for t in tasks for s in seeds]
 
 
 async def _act_or_fail(policy: Policy, request: ActRequest, row: EpisodeRow) -> ActResult | None:

@@ -3,9 +3,10 @@ from INDEX, writing its own shards (writer id `node<INDEX>`) into the shared run
 
     python tests/faults/shard_collect.py PARAMS EXP OUT INDEX COUNT
 
-What tests/faults/test_kill_stages.py runs as "two collectors on one run" until the
-collect stage takes a shard option itself (multi-node sharding); then that test runs
-`rmsweb collect` instead. The loop is rmsweb/collect/stage.py's `_collect`.
+What tests/faults/test_kill_stages.py runs as "two collectors on one run": two writer
+ids in ONE run folder. The collect stage's own multi-node sharding (a folder per node,
+merged by the head: rmsweb/rollout/sharded.py) is tested by test_multinode_collect.py.
+The loop is rmsweb/collect/stage.py's `_collect`.
 """
 
 from __future__ import annotations
