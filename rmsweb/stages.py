@@ -88,6 +88,7 @@ STAGE_LIST: tuple[StageDef, ...] = (
         "rmsweb.mine.stage",
         "Mine critical and fragile states of the SFT policy.",
         ("rmsweb/mine", "rmsweb/judge", *_ROLLOUT),
+        sharded=True,
     ),
     StageDef(
         "rl",

@@ -68,10 +68,12 @@ async def run_rollouts(
     *,
     after: EpisodeLabeller | None = None,
     description: str = "mine",
+    shard: tuple[int, int] = (0, 1),
 ) -> tuple[int, float]:
-    """Roll out every (task, seed) not yet stored; (episodes run now, their wall seconds)."""
+    """Roll out every (task, seed) not yet stored (of this node's `shard`: index, count);
+    (episodes run now, their wall seconds)."""
     job = mine_job(sink, policy, samples, after=after)
     stats = await runner.run(
-        policy, tasks, seeds, sink, split="train", job=job, description=description
+        policy, tasks, seeds, sink, split="train", job=job, description=description, shard=shard
     )
     return stats.episodes, stats.wall_s

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rmsweb.distributed import node_rank
 from rmsweb.errors import UserError
 from rmsweb.stage_io import StageIO
 
@@ -59,6 +60,8 @@ def main(io: StageIO) -> None:
     rollout: dict[str, Any] = {}
     if m.mode != "none":
         rollout = asyncio.run(_rollouts(io, kept))
+        if node_rank() != 0:
+            return  # a worker's share is merged by the head, which mines the whole run
     records = read_records(io.out)
     critical = [f for r in records if (f := critical_state(r)) is not None]
     fragile = [f for r in records for f in fragile_states(r)]
@@ -86,7 +89,7 @@ async def _rollouts(io: StageIO, kept: list[Any]) -> dict[str, Any]:
     from rmsweb.mine.label import MiningPolicy
     from rmsweb.mine.rollouts import run_rollouts
     from rmsweb.rollout.build import build_runner
-    from rmsweb.store.writer import ShardWriter
+    from rmsweb.rollout.sharded import node_share
 
     spec, m = io.spec, io.spec.mine
     runner = build_runner(spec.suite, run=f"mine/{io.exp}", stage="mine")
@@ -101,16 +104,19 @@ async def _rollouts(io: StageIO, kept: list[Any]) -> dict[str, Any]:
         policy = MiningPolicy(inner, labeller, probes)
         judge = _judge_client(spec) if m.mode == "judge" else None
         try:
-            with ShardWriter(io.out) as sink:
+            # One node: a ShardWriter on io.out. Several: this node's share of the units,
+            # merged into io.out by the head (rmsweb.rollout.sharded).
+            async with node_share(io.out) as share:
                 episodes, wall = await run_rollouts(
                     runner,
                     policy,
                     runner.suite.task_ids("train"),
                     seeds,
-                    sink,
+                    share.sink,
                     m.samples_per_task,
                     after=_judge_labels(judge) if judge else None,
                     description=f"mine ({m.mode})",
+                    shard=share.shard,
                 )
         finally:
             await policy.close()
