@@ -65,14 +65,28 @@ def _key(kind: str, run: str, several: bool, name: str) -> str:
 # --------------------------------------------------------------------------- sections
 
 
+# The split whose numbers head the report (per-task table, figure, flat metrics): test
+# when it was evaluated; the others' metrics go under `<split>/` (as in the eval stage).
+REPORT_SPLITS = ("test", "val", "train")
+
+
+def _splits(rows: list[EvalRow]) -> list[str]:
+    present = list(dict.fromkeys(r.split for r in rows))
+    return sorted(present, key=lambda s: REPORT_SPLITS.index(s) if s in REPORT_SPLITS else 99)
+
+
 def results_section(rep: Report, rows: list[EvalRow]) -> list[Section]:
     top = [r for r in rows if r.task_id == "*"]
     results = Section("Results")
-    per_task = Section("Per-task success")
     if not top:
+        per_task = Section("Per-task success")
         results.blocks.append(_absent("evaluation results", "episodes (eval)", "eval"))
         per_task.blocks.append(_absent("per-task results", "episodes (eval)", "eval"))
         return [results, per_task]
+    headline, *others = _splits(rows)
+    head_rows = [r for r in rows if r.split == headline]
+    head_top = [r for r in head_rows if r.task_id == "*"]
+    per_task = Section(f"Per-task success ({headline} split)")
     results.blocks += [
         eval_table(rows),
         Para(
@@ -80,14 +94,23 @@ def results_section(rep: Report, rows: list[EvalRow]) -> list[Section]:
             "that still hit an environment error after its retries counts as a failure (Env "
             "errors: how many did). 95% CI: Wilson score interval of the pooled counts. "
             "Steps (solved): mean steps of successful episodes. Parse errors: share of steps "
-            "whose output did not parse."
+            "whose output did not parse. Split: val seeds are for choosing hyperparameters "
+            f"and checkpoints, test seeds for reporting; the figure, the per-task table and "
+            f"the flat metrics are the {headline} split's."
         ),
-        Figure("success", plots.success_plot(top), "Success rate per policy (95% Wilson CI)"),
+        Figure(
+            "success",
+            plots.success_plot(head_top),
+            f"Success rate per policy, {headline} split (95% Wilson CI)",
+        ),
     ]
-    per_task.blocks.append(per_task_table(rows))
-    rep.metrics.update(eval_metrics(rows))
+    per_task.blocks.append(per_task_table(head_rows))
+    rep.metrics.update(eval_metrics(head_rows))
+    for split in others:
+        split_rows = [r for r in rows if r.split == split]
+        rep.metrics.update({f"{split}/{k}": v for k, v in eval_metrics(split_rows).items()})
     rep.plot_data["success.csv"] = [
-        [r.policy, r.suite, r.n, r.success_rate, r.ci_low, r.ci_high] for r in top
+        [r.policy, r.suite, r.n, r.success_rate, r.ci_low, r.ci_high] for r in head_top
     ]
     return [results, per_task]
 

@@ -29,13 +29,15 @@ def extract(report_md: str, sections: tuple[str, ...] = SECTIONS["results"]) -> 
     """The tables of the named report sections."""
     out = []
     for title in sections:
-        m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", report_md, re.S | re.M)
+        # The heading may go on after the title, e.g. "Per-task success (test split)".
+        pattern = rf"^## ({re.escape(title)}[^\n]*)\n(.*?)(?=^## |\Z)"
+        m = re.search(pattern, report_md, re.S | re.M)
         if not m:
             continue
-        tables = _tables(m.group(1))
+        tables = _tables(m.group(2))
         if tables:
             # A blank line between tables: Markdown would otherwise run them together.
-            out.append(f"**{title}**\n\n" + "\n\n".join(tables))
+            out.append(f"**{m.group(1)}**\n\n" + "\n\n".join(tables))
     return "\n\n".join(out)
 
 

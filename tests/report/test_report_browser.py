@@ -62,7 +62,7 @@ def test_report_page(browser, report_dir: Path, tmp_path: Path) -> None:
     headings = page.locator("h2").all_inner_texts()
     assert headings[:7] == [
         "Results",
-        "Per-task success",
+        "Per-task success (test split)",
         "Arms over training seeds (test split)",
         "Collection: reflection retries",
         "Retry study: none / blind / reflect, with costs and the critic's grade",
