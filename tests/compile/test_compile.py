@@ -119,8 +119,10 @@ def test_stage_wiring(repo_root: Path) -> None:
     assert "miniwob-cpu.sft.learning_rate" in sft["params"]
     assert not any(p.startswith("miniwob-cpu.rl") for p in sft["params"])
     report = dvc["report_miniwob-cpu"]
-    # The default report needs no RL: its evaluated policies are expert, random and sft.
-    assert not any(d.startswith("runs/rl/") for d in report["deps"])
+    # The default job is the whole recipe: its report reads the RL run and its eval.
+    assert "runs/rl/miniwob-cpu/s0" in report["deps"]
+    assert "runs/eval/miniwob-cpu/rl/s0" in report["deps"]
+    assert "runs/mine/miniwob-cpu/s0" in report["deps"]
 
 
 def test_sky_files_shape(repo_root: Path) -> None:
