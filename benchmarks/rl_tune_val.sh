@@ -1,0 +1,46 @@
+#!/bin/bash
+# RL hyperparameters on val, outside DVC: the rl stage with overrides on the default job's
+# SFT checkpoint and mined states (seed 0), then the rl policy's eval on the val split only.
+# Test seeds are never touched here; choose on val, then put the setting in the spec.
+#
+#   bash benchmarks/rl_tune_val.sh NAME OVERRIDE...   e.g.
+#   bash benchmarks/rl_tune_val.sh t05 rl.temperature=0.5 rl.learning_rate=1.0e-4 rl.steps=30
+#
+# Needs `dvc repro sft-s0_miniwob-cpu mine-s0_miniwob-cpu` first. Output: runs/tune/NAME/
+# and one line: NAME val_success ... reward first -> last ... accepted ... wall seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH" DVC_NO_ANALYTICS=1 HF_HUB_OFFLINE=1
+name=$1
+shift
+d=runs/tune/$name
+mkdir -p "$d"
+python - "$d/params.yaml" "$@" <<'PY'
+import sys
+from pathlib import Path
+
+from rmsweb.compile.dvcfile import render_params_yaml
+from rmsweb.spec import load_experiment
+
+out, overrides = sys.argv[1], sys.argv[2:]
+spec = load_experiment(Path("experiments/miniwob-cpu.yaml"), [*overrides, "eval.splits=[val]"])
+Path(out).write_text(render_params_yaml([spec]))
+PY
+start=$(date +%s)
+rmsweb rl --exp miniwob-cpu --params "$d/params.yaml" --seed 0 \
+  --in mine=runs/mine/miniwob-cpu/s0 --in sft=runs/sft/miniwob-cpu/s0 \
+  --out "$d/rl" --metrics "$d/rl.json" > "$d/rl.log" 2>&1
+rmsweb eval --exp miniwob-cpu --params "$d/params.yaml" --policy rl --seed 0 \
+  --in policy="$d/rl" --out "$d/eval" --metrics "$d/eval.json" > "$d/eval.log" 2>&1
+python - "$name" "$d" "$(($(date +%s) - start))" <<'PY'
+import json
+import sys
+
+name, d, wall = sys.argv[1:]
+r = json.load(open(f"{d}/rl.json"))
+e = json.load(open(f"{d}/eval.json"))
+print(
+    f"{name} val_success={e['success']} reward {r['reward_mean_first']:.3f} -> "
+    f"{r['reward_mean_last10pct']:.3f} accepted={r['accepted_fraction']:.3f} wall_s={wall}"
+)
+PY
