@@ -73,3 +73,24 @@ def stage_run_key(
     for role, path in sorted((inputs or {}).items()):
         _hash_tree(h, path, f"in:{role}")
     return f"{identity}-{h.hexdigest()[:12]}"
+
+
+def checkpoint_dir(
+    spec: ExperimentSpec,
+    kind: str,
+    local: Path,
+    *,
+    inputs: Mapping[str, Path],
+    seed: int | None = None,
+) -> Path:
+    """Where a training stage keeps its resumable checkpoints: `local` (a folder of its
+    output), or on clouds ($RMSWEB_CHECKPOINT_DIR set) the bucket under the stage's run
+    key (config, code and inputs), so a changed config never resumes another model's
+    checkpoints. Every rank uses the head's key ($RMSWEB_RUN_KEY) when it is posted."""
+    import os
+
+    root = os.environ.get("RMSWEB_CHECKPOINT_DIR")
+    if not root:
+        return local
+    key = os.environ.get("RMSWEB_RUN_KEY") or stage_run_key(spec, kind, inputs=inputs, seed=seed)
+    return Path(root) / kind / key

@@ -35,3 +35,15 @@ def text_config(tokenizer: Any, size: TinySize) -> dict[str, Any]:
         "eos_token_id": tokenizer.eos_token_id,
         "bos_token_id": None,
     }
+
+
+def lora_kwargs(lora: Any) -> dict[str, Any] | None:
+    """PEFT LoraConfig arguments from the spec's model.lora section (None: LoRA off)."""
+    if not lora.enabled:
+        return None
+    return {
+        "r": lora.rank,
+        "lora_alpha": lora.alpha,
+        "lora_dropout": lora.dropout,
+        "target_modules": list(lora.targets),
+    }

@@ -20,8 +20,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rmsweb.compile.identity import stage_run_key
+from rmsweb.compile.identity import checkpoint_dir
 from rmsweb.errors import UserError
+from rmsweb.models.config import lora_kwargs
 from rmsweb.stage_io import StageIO
 from rmsweb.train.salvage_ds.gate import REASONS
 from rmsweb.train.salvage_ds.trainer import (
@@ -154,23 +155,8 @@ def main(io: StageIO) -> None:
 
     states = [state_from_row(row, prompt, count, screenshots) for row in rows]
     hyper = hyper_from_spec(rl, m, io.train_seed)
-    lora = None
-    if m.lora.enabled:
-        lora = {
-            "r": m.lora.rank,
-            "lora_alpha": m.lora.alpha,
-            "lora_dropout": m.lora.dropout,
-            "target_modules": list(m.lora.targets),
-        }
-    # On clouds the checkpoints live in the bucket under the stage's run key (config, code
-    # and inputs), so a changed config never resumes another model's checkpoints.
-    ckpt_root = os.environ.get("RMSWEB_CHECKPOINT_DIR")
-    work_dir = io.out / "checkpoints"
-    if ckpt_root:
-        key = os.environ.get("RMSWEB_RUN_KEY") or stage_run_key(
-            io.spec, "rl", inputs=io.inputs, seed=io.seed
-        )
-        work_dir = Path(ckpt_root) / "rl" / key
+    lora = lora_kwargs(m.lora)
+    work_dir = checkpoint_dir(io.spec, "rl", io.out / "checkpoints", inputs=io.inputs, seed=io.seed)
     io.out.mkdir(parents=True, exist_ok=True)
     trainer = SalvageDSTrainer(
         loaded.model,
@@ -191,5 +177,5 @@ def main(io: StageIO) -> None:
     metrics = summary(result, hyper)
     metrics["states"] = len(states)
     io.write_metrics(metrics)
-    if not ckpt_root:
+    if work_dir == io.out / "checkpoints":  # local checkpoints go with the finished model
         shutil.rmtree(work_dir, ignore_errors=True)

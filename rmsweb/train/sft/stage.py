@@ -22,11 +22,11 @@ import math
 import os
 import shutil
 import time
-from pathlib import Path
 
 from rmsweb.agents.build import prompt_config
-from rmsweb.compile.identity import stage_run_key
+from rmsweb.compile.identity import checkpoint_dir
 from rmsweb.errors import UserError
+from rmsweb.models.config import lora_kwargs
 from rmsweb.stage_io import StageIO
 from rmsweb.train.sft.samples import build_samples, write_samples
 from rmsweb.train.sft.trainer import SFTHyper, train_sft, write_loss_curve
@@ -83,23 +83,10 @@ def main(io: StageIO) -> None:
         gradient_checkpointing=s.gradient_checkpointing,
         seed=io.train_seed,
     )
-    lora = None
-    if m.lora.enabled:
-        lora = {
-            "r": m.lora.rank,
-            "lora_alpha": m.lora.alpha,
-            "lora_dropout": m.lora.dropout,
-            "target_modules": list(m.lora.targets),
-        }
-    ckpt_root = os.environ.get("RMSWEB_CHECKPOINT_DIR")
-    # On clouds the checkpoints live in the bucket under the stage's run key (config, code
-    # and inputs), so a changed config never resumes another model's checkpoints.
-    work_dir = io.out / "checkpoints"
-    if ckpt_root:
-        key = os.environ.get("RMSWEB_RUN_KEY") or stage_run_key(
-            io.spec, "sft", inputs=io.inputs, seed=io.seed
-        )
-        work_dir = Path(ckpt_root) / "sft" / key
+    lora = lora_kwargs(m.lora)
+    work_dir = checkpoint_dir(
+        io.spec, "sft", io.out / "checkpoints", inputs=io.inputs, seed=io.seed
+    )
     start = time.time()
     model, history = train_sft(loaded.model, loaded.tokenizer, samples, hyper, work_dir, lora)
     wall = time.time() - start
@@ -108,7 +95,7 @@ def main(io: StageIO) -> None:
         model = model.merge_and_unload()  # a plain model folder: every backend loads it
     model.save_pretrained(final)
     loaded.processor.save_pretrained(final)
-    if not ckpt_root:
+    if work_dir == io.out / "checkpoints":  # local checkpoints go with the finished model
         shutil.rmtree(work_dir, ignore_errors=True)
     curve = write_loss_curve(io.plot_path("loss.csv"), history)
     evals = [h["eval_loss"] for h in history if "eval_loss" in h]
