@@ -188,10 +188,13 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
 
     evals: list[Stage] = []
     for i, policy in enumerate(spec.eval.policies):
+        # A policy with its own splits does not read eval.splits: experiments that
+        # differ there still share its stage.
+        own = {"splits"} if policy.splits is not None else set()
         reads = [
             Read("seed"),
             Read("suite", frozenset({"train"})),
-            Read("eval", frozenset({"policies"})),
+            Read("eval", frozenset({"policies", *own})),
             Read(f"eval.policies.{i}"),
         ]
         if policy.kind == "checkpoint":

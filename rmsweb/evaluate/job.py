@@ -33,7 +33,7 @@ def split_plan(
             raise UserError(
                 f"suite {suite.name} has no {'tasks' if not tasks else 'seeds'} in the "
                 f"{split} split ({len(suite.task_ids())} tasks in all). Fix: raise the "
-                f"suite's {split}_fraction or limit, or drop {split} from eval.splits."
+                f"suite's {split}_fraction or limit, or drop {split} from eval.splits (or from the policy's splits)."
             )
         plan[split] = (tasks, seeds)
     return plan

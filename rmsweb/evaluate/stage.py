@@ -34,7 +34,7 @@ async def _run(io: StageIO, policy_spec: Any, run: str) -> dict[str, float]:
 
     spec = io.spec
     runner = build_runner(spec.suite, run=run, stage="eval")
-    plan = split_plan(runner.suite, spec.eval.splits, spec.eval.seeds_per_task)
+    plan = split_plan(runner.suite, spec.eval.splits_of(policy_spec), spec.eval.seeds_per_task)
     prices = getattr(policy_spec, "prices", None)  # expert and random cost nothing
     walls: dict[str, float] = {}
     judge = None
@@ -102,7 +102,7 @@ def main(io: StageIO) -> None:
     metrics: dict[str, Any] = {"policy": io.policy}
     if io.seed is not None:
         metrics["seed"] = io.seed
-    splits = sorted(spec.eval.splits, key=REPORT_ORDER.index)
+    splits = sorted(spec.eval.splits_of(policy_spec), key=REPORT_ORDER.index)
     for i, split in enumerate(splits):
         mine = [r for r in records if r.episode.split == split]
         rows = eval_rows(

@@ -10,8 +10,19 @@ from .collect import ExpertTeacher, OpenAIEndpoint
 from .common import Name, SpecFieldError, SpecModel
 from .prices import TokenPrices
 
+Split = Literal["val", "test", "train"]
 
-class ExpertPolicy(SpecModel):
+
+class _Policy(SpecModel):
+    splits: list[Split] | None = Field(
+        None,
+        min_length=1,
+        description="This policy's seed splits (null: eval.splits). Policies nothing is "
+        "tuned for (expert, teacher, random) need no val split.",
+    )
+
+
+class ExpertPolicy(_Policy):
     """The suite's scripted expert (error-free unless the mistake rates say otherwise)."""
 
     kind: Literal["expert"] = "expert"
@@ -21,7 +32,7 @@ class ExpertPolicy(SpecModel):
     )
 
 
-class TeacherPolicy(SpecModel):
+class TeacherPolicy(_Policy):
     """The collect stage's teacher (`collect.teacher`) with its own mistake model: how
     good the teacher that collected the data is on held-out seeds (one attempt each)."""
 
@@ -29,14 +40,14 @@ class TeacherPolicy(SpecModel):
     name: Name = Field("teacher", description="Policy name in tables and reports.")
 
 
-class RandomPolicy(SpecModel):
+class RandomPolicy(_Policy):
     """Uniform over valid actions on visible elements: the floor."""
 
     kind: Literal["random"] = "random"
     name: Name = Field("random", description="Policy name in tables and reports.")
 
 
-class CheckpointPolicy(SpecModel):
+class CheckpointPolicy(_Policy):
     """A checkpoint this experiment trains: `sft` or `rl`, rolled out by model.backend."""
 
     kind: Literal["checkpoint"] = "checkpoint"
@@ -48,7 +59,7 @@ class CheckpointPolicy(SpecModel):
     )
 
 
-class OpenAIPolicy(OpenAIEndpoint):
+class OpenAIPolicy(OpenAIEndpoint, _Policy):
     """Any model behind an OpenAI-compatible endpoint (teachers, hosted baselines)."""
 
     kind: Literal["openai"] = "openai"
@@ -76,7 +87,7 @@ class EvalSpec(SpecModel):
         min_length=1,
         description="Policies evaluated, each its own DVC stage.",
     )
-    splits: list[Literal["val", "test", "train"]] = Field(
+    splits: list[Split] = Field(
         default_factory=lambda: ["test"],
         min_length=1,
         description="Seed splits each policy is evaluated on: val for choosing, test for "
@@ -93,6 +104,10 @@ class EvalSpec(SpecModel):
             raise SpecFieldError("splits", "a split is listed twice; list each split once.")
         seen: set[str] = set()
         for i, p in enumerate(self.policies):
+            if p.splits is not None and len(set(p.splits)) != len(p.splits):
+                raise SpecFieldError(
+                    f"policies.{i}.splits", "a split is listed twice; list each split once."
+                )
             if p.name in seen:
                 raise SpecFieldError(
                     f"policies.{i}.name",
@@ -101,3 +116,7 @@ class EvalSpec(SpecModel):
                 )
             seen.add(p.name)
         return self
+
+    def splits_of(self, policy: PolicySpec) -> list[str]:
+        """The splits `policy` is evaluated on: its own list, else eval.splits."""
+        return list(policy.splits if policy.splits is not None else self.splits)

@@ -14,7 +14,7 @@ from rmsweb.models.tiny import build_text_model
 from rmsweb.models.tokenizer import train_tokenizer
 from rmsweb.store.rows import EpisodeRecord, EpisodeRow, StepRow
 from rmsweb.train.sft.samples import Sample, build_samples, kept_records
-from rmsweb.train.sft.trainer import SFTHyper, train_sft
+from rmsweb.train.sft.trainer import SFTHyper, train_sft, uses_plain_loss
 
 WORDS = ["alpha", "beta", "gamma", "delta", "submit", "cancel", "ok", "next", "prev", "yes"]
 
@@ -120,3 +120,47 @@ def test_samples_never_contain_reflection_text() -> None:
     assert samples
     text = " ".join(str(s.messages) + s.completion for s in samples)
     assert "LESSON" not in text and "Lessons from earlier attempts" not in text
+
+
+def test_plain_loss_equals_trl_fused_loss(tmp_path: Path) -> None:
+    """The plain causal-LM loss (used for small vocabularies, 1.75x faster on CPU) is
+    TRL's fused-LM-head loss: same losses, step by step, on the same batches."""
+    torch.set_num_threads(2)
+    data = synthetic(64, 1)
+    tok = train_tokenizer([i + "\n" + o for i, o, _ in data], 400)
+    cfg = PromptConfig(system="none")
+    samples = [
+        Sample("t", k, 0, build_messages(i, o, [], cfg), f"Action: {a}")
+        for k, (i, o, a) in enumerate(data)
+    ]
+    hyper = SFTHyper(
+        max_steps=3,
+        batch_size=8,
+        grad_accum=1,
+        learning_rate=3e-3,
+        lr_scheduler="constant",
+        warmup_ratio=0.0,
+        min_lr_ratio=0.1,
+        weight_decay=0.0,
+        adam_beta1=0.9,
+        adam_beta2=0.95,
+        max_grad_norm=1.0,
+        max_seq_len=256,
+        save_steps=100,
+        logging_steps=1,
+        val_fraction=0.0,
+        precision="fp32",
+        gradient_checkpointing=False,
+        seed=0,
+    )
+    assert uses_plain_loss(tok.vocab_size, hyper)  # the tiny default takes the plain path
+    losses = {}
+    for plain in (True, False):
+        model = build_text_model(tok, TinySize(hidden_size=32, intermediate_size=64), seed=0)
+        _, history = train_sft(model, tok, samples, hyper, tmp_path / str(plain), plain_loss=plain)
+        losses[plain] = [h["loss"] for h in history if "loss" in h]
+    assert len(losses[True]) == 3
+    for a, b in zip(losses[True], losses[False], strict=True):
+        assert abs(a - b) < 1e-4 * max(1.0, abs(b)), losses
+    # A real vocabulary's logits would not fit: TRL's fused head is kept there.
+    assert not uses_plain_loss(151_936, hyper)

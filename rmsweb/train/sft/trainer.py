@@ -50,6 +50,19 @@ def _scheduler(h: SFTHyper) -> tuple[str, dict[str, Any]]:
     return h.lr_scheduler, {}
 
 
+# TRL computes the SFT loss with a fused LM head: log-probabilities in tiles, never the
+# whole (batch, seq, vocab) logits. That saves memory on real vocabularies (151k for
+# Qwen3-VL), but on CPU its tile loops cost 2x the tiny model's own forward and backward.
+# When a batch's full logits are this small, the plain causal-LM loss is used instead:
+# the same number (token-summed NLL over the completion tokens / their count), faster.
+PLAIN_LOSS_MAX_LOGIT_BYTES = 256 * 2**20
+
+
+def uses_plain_loss(vocab_size: int, h: SFTHyper) -> bool:
+    """Whether the full logits of one micro-batch fit PLAIN_LOSS_MAX_LOGIT_BYTES (fp32)."""
+    return h.batch_size * h.max_seq_len * vocab_size * 4 <= PLAIN_LOSS_MAX_LOGIT_BYTES
+
+
 def train_sft(
     model: Any,
     tokenizer: Any,
@@ -57,10 +70,19 @@ def train_sft(
     h: SFTHyper,
     work_dir: Path,
     lora: dict[str, Any] | None = None,
+    plain_loss: bool | None = None,
 ) -> tuple[Any, list[dict]]:
-    """Run SFTTrainer; returns the trained model and the log history."""
+    """Run SFTTrainer; returns the trained model and the log history.
+
+    `plain_loss`: None decides from the vocabulary size (`uses_plain_loss`); True or
+    False forces the plain causal-LM loss or TRL's fused one (tests compare them).
+    """
     from datasets import Dataset
+    from transformers import Trainer
     from trl import SFTConfig, SFTTrainer
+
+    if plain_loss is None:
+        plain_loss = uses_plain_loss(model.config.get_text_config().vocab_size, h)
 
     rng = random.Random(h.seed)
     order = list(range(len(samples)))
@@ -113,7 +135,14 @@ def train_sft(
         from peft import LoraConfig
 
         peft_config = LoraConfig(task_type="CAUSAL_LM", **lora)
-    trainer = SFTTrainer(
+    trainer_class = SFTTrainer
+    if plain_loss:
+        # Trainer.compute_loss: the model's own loss on the collator's labels (-100 on
+        # the prompt), normalised by the batch's completion-token count like TRL's.
+        trainer_class = type(
+            "PlainLossSFTTrainer", (SFTTrainer,), {"compute_loss": Trainer.compute_loss}
+        )
+    trainer = trainer_class(
         model=model,
         args=config,
         train_dataset=train_ds,
