@@ -42,3 +42,13 @@ def test_a_policy_with_its_own_splits_ignores_eval_splits() -> None:
     for role in ("eval-expert", "eval-teacher", "eval-random"):  # splits: [test] of their own
         assert before[role] == after[role]
     assert before["eval-sft-s0"] != after["eval-sft-s0"]  # reads eval.splits
+
+
+def test_paper_rl_arms_change_one_thing() -> None:
+    """Each RL arm of the paper study differs from the full recipe only in what it
+    ablates (a kind change replaces the rl section whole, so the arms restate the rest)."""
+    full = load_experiment(EXPERIMENTS / "miniwob-cpu-paper.yaml").rl
+    shared = ("steps", "group_size", "batch_size", "learning_rate", "temperature", "save_steps")
+    for arm in ("grpo", "dapo", "partial", "noanchor"):
+        rl = load_experiment(EXPERIMENTS / f"miniwob-cpu-paper-{arm}.yaml").rl
+        assert {k: getattr(rl, k) for k in shared} == {k: getattr(full, k) for k in shared}, arm
