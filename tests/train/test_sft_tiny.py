@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -17,6 +18,28 @@ from rmsweb.train.sft.samples import Sample, build_samples, kept_records
 from rmsweb.train.sft.trainer import SFTHyper, train_sft, uses_plain_loss
 
 WORDS = ["alpha", "beta", "gamma", "delta", "submit", "cancel", "ok", "next", "prev", "yes"]
+
+
+TINY_HYPER = SFTHyper(
+    max_steps=40,  # shrunk: enough for the loss to fall, not to learn the task
+    batch_size=16,
+    grad_accum=1,
+    learning_rate=3e-3,
+    lr_scheduler="constant",
+    warmup_ratio=0.0,
+    min_lr_ratio=0.1,
+    weight_decay=0.0,
+    adam_beta1=0.9,
+    adam_beta2=0.95,
+    max_grad_norm=1.0,
+    max_seq_len=256,
+    save_steps=20,
+    logging_steps=10,
+    val_fraction=0.0,
+    precision="fp32",
+    gradient_checkpointing=False,
+    seed=0,
+)
 
 
 def synthetic(n: int, seed: int) -> list[tuple[str, str, str]]:
@@ -41,26 +64,7 @@ def test_sft_changes_parameters_and_lowers_loss(tmp_path: Path) -> None:
     ]
     model = build_text_model(tok, TinySize(hidden_size=32, intermediate_size=64), seed=0)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    hyper = SFTHyper(
-        max_steps=40,  # shrunk: enough for the loss to fall, not to learn the task
-        batch_size=16,
-        grad_accum=1,
-        learning_rate=3e-3,
-        lr_scheduler="constant",
-        warmup_ratio=0.0,
-        min_lr_ratio=0.1,
-        weight_decay=0.0,
-        adam_beta1=0.9,
-        adam_beta2=0.95,
-        max_grad_norm=1.0,
-        max_seq_len=256,
-        save_steps=20,
-        logging_steps=10,
-        val_fraction=0.0,
-        precision="fp32",
-        gradient_checkpointing=False,
-        seed=0,
-    )
+    hyper = TINY_HYPER
     trained, history = train_sft(model, tok, samples, hyper, tmp_path / "work")
     losses = [h["loss"] for h in history if "loss" in h]
     assert len(losses) == 4
@@ -133,26 +137,7 @@ def test_plain_loss_equals_trl_fused_loss(tmp_path: Path) -> None:
         Sample("t", k, 0, build_messages(i, o, [], cfg), f"Action: {a}")
         for k, (i, o, a) in enumerate(data)
     ]
-    hyper = SFTHyper(
-        max_steps=3,
-        batch_size=8,
-        grad_accum=1,
-        learning_rate=3e-3,
-        lr_scheduler="constant",
-        warmup_ratio=0.0,
-        min_lr_ratio=0.1,
-        weight_decay=0.0,
-        adam_beta1=0.9,
-        adam_beta2=0.95,
-        max_grad_norm=1.0,
-        max_seq_len=256,
-        save_steps=100,
-        logging_steps=1,
-        val_fraction=0.0,
-        precision="fp32",
-        gradient_checkpointing=False,
-        seed=0,
-    )
+    hyper = replace(TINY_HYPER, max_steps=3, batch_size=8, save_steps=100, logging_steps=1)
     assert uses_plain_loss(tok.vocab_size, hyper)  # the tiny default takes the plain path
     losses = {}
     for plain in (True, False):
