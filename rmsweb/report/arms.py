@@ -15,11 +15,17 @@ How the numbers are defined (the eval stage's definitions, per seed):
    each unit's outcome averaged over the arm's training seeds, difference of the
    task-weighted means. Its 95% interval is a bootstrap that resamples units
    within each task (keeping the task weights), so the interval covers the
-   uncertainty of which test seeds were drawn; the seeds' spread enters through
-   the per-unit averages. An arm is called better only when the whole interval
-   is above 0.
-5. Steps on solved episodes A vs B: over units solved by both arms (in at least
-   one seed each), the ratio of mean steps minus one, with the same bootstrap.
+   uncertainty of which test seeds were drawn, given these training runs.
+5. Paired difference per training seed: seed k of A minus seed k of B on the
+   units both ran (an untrained arm, one run, pairs with every seed), and a
+   t-interval over those per-seed differences. This one covers the spread of
+   training runs, which the unit bootstrap holds fixed: with 3 seeds, two arms
+   whose runs swing by 15 points can have a narrow unit interval and a seed
+   interval that spans 0. An arm is called better only when both intervals
+   exclude 0 on the same side (the unit interval alone when fewer than two
+   seeds pair up).
+6. Steps on solved episodes A vs B: over units solved by both arms (in at least
+   one seed each), the ratio of mean steps minus one, with the unit bootstrap.
 """
 
 from __future__ import annotations
@@ -90,12 +96,20 @@ class Difference:
     steps_ratio: float | None  # mean steps(a) / mean steps(b) - 1 on those units
     steps_low: float | None
     steps_high: float | None
+    per_seed: tuple[tuple[int | None, float], ...] = ()  # (training seed, diff) pairs
+    seed_low: float | None = None  # t-interval over per_seed (None below 2 pairs)
+    seed_high: float | None = None
 
     @property
     def verdict(self) -> str:
+        seeds_known = self.seed_low is not None and self.seed_high is not None
         if self.low > 0:
+            if seeds_known and self.seed_low <= 0:  # type: ignore[operator]
+                return "no difference shown (interval over seeds contains 0)"
             return f"{self.a} better"
         if self.high < 0:
+            if seeds_known and self.seed_high >= 0:  # type: ignore[operator]
+                return "no difference shown (interval over seeds contains 0)"
             return f"{self.b} better"
         return "no difference shown (interval contains 0)"
 
@@ -203,6 +217,13 @@ def paired_difference(
         keys = sorted(solved)
         boots = [steps_ratio(rng.choices(keys, k=len(keys))) for _ in range(samples)]
         s_low, s_high = _percentile(boots, 0.025), _percentile(boots, 0.975)
+    per_seed = seed_differences(episodes_a, episodes_b)
+    seed_low = seed_high = None
+    if len(per_seed) > 1:
+        values = [d for _, d in per_seed]
+        mean = sum(values) / len(values)
+        half = t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+        seed_low, seed_high = mean - half, mean + half
     return Difference(
         a,
         b,
@@ -214,7 +235,55 @@ def paired_difference(
         ratio,
         s_low,
         s_high,
+        per_seed,
+        seed_low,
+        seed_high,
     )
+
+
+def seed_differences(
+    episodes_a: Sequence[Episode], episodes_b: Sequence[Episode]
+) -> tuple[tuple[int | None, float], ...]:
+    """(training seed, success(A seed) - success(B seed)) on the units both runs have.
+
+    Seeds pair by number: arms of one study train seed k from the same initial model
+    (and RL arms from the same SFT checkpoint), so seed k of A and of B differ only in
+    what the arms ablate. A one-run arm (untrained, seed None) pairs with every seed.
+    """
+    runs_a, runs_b = _by_seed(episodes_a), _by_seed(episodes_b)
+    if list(runs_b) == [None]:
+        pairs = [(s, s, None) for s in runs_a]
+    elif list(runs_a) == [None]:
+        pairs = [(s, None, s) for s in runs_b]
+    else:
+        pairs = [
+            (s, s, s)
+            for s in sorted(set(runs_a) & set(runs_b), key=lambda x: -1 if x is None else x)
+        ]
+    out = []
+    for seed, sa, sb in pairs:
+        ua, ub = _units(runs_a[sa]), _units(runs_b[sb])
+        shared = set(ua) & set(ub)
+        if not shared:
+            continue
+        out.append(
+            (
+                seed,
+                task_weighted((u[0], _mean_success(ua[u]) - _mean_success(ub[u])) for u in shared),
+            )
+        )
+    return tuple(out)
+
+
+def _by_seed(episodes: Sequence[Episode]) -> dict[int | None, list[Episode]]:
+    out: dict[int | None, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        out[e.train_seed].append(e)
+    return dict(out)
+
+
+def _mean_success(episodes: Sequence[Episode]) -> float:
+    return sum(e.success for e in episodes) / len(episodes)
 
 
 def group_by_arm(episodes: Iterable[Episode]) -> dict[str, list[Episode]]:

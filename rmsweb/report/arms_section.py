@@ -137,9 +137,12 @@ def arms_section(
             Para(
                 "A − B: paired over the (task, test seed) units both arms ran, each unit "
                 "averaged over the arm's training seeds, tasks weighing equally; 95% CI: "
-                "bootstrap over units within tasks (2,000 resamples). An arm is called better "
-                "only when the interval excludes 0. Steps on solved: mean steps of A over B on "
-                "the units both solved, minus 1 (negative: A is shorter)."
+                "bootstrap over units within tasks (2,000 resamples), which holds the training "
+                "runs fixed. Per seed: seed k of A minus seed k of B on the same units (a "
+                "one-run arm pairs with every seed); 95% CI over seeds: t-interval of those, "
+                "the spread of training runs. An arm is called better only when both intervals "
+                "exclude 0 (the unit interval alone with one seed). Steps on solved: mean steps "
+                "of A over B on the units both solved, minus 1 (negative: A is shorter)."
             ),
         ]
     for arm, s in summaries.items():
@@ -153,6 +156,9 @@ def arms_section(
         rep.metrics[f"{key}/success"] = round(d.diff, 4)
         rep.metrics[f"{key}/ci_low"] = round(d.low, 4)
         rep.metrics[f"{key}/ci_high"] = round(d.high, 4)
+        if d.seed_low is not None and d.seed_high is not None:
+            rep.metrics[f"{key}/seed_ci_low"] = round(d.seed_low, 4)
+            rep.metrics[f"{key}/seed_ci_high"] = round(d.seed_high, 4)
     rep.arm_summaries, rep.differences = summaries, diffs
     return sec
 
@@ -196,6 +202,8 @@ def _difference_table(diffs: Sequence[Difference], labels: Mapping[str, str]) ->
             str(d.units),
             _signed(d.diff),
             f"[{100 * d.low:+.1f}, {100 * d.high:+.1f}]",
+            " / ".join(_signed(x) for _, x in d.per_seed) or "—",
+            _signed_interval(d.seed_low, d.seed_high),
             d.verdict.replace(d.a, labels.get(d.a, d.a)).replace(d.b, labels.get(d.b, d.b)),
             _signed(d.steps_ratio) + ("%" if d.steps_ratio is not None else ""),
             _interval(d.steps_low, d.steps_high),
@@ -208,10 +216,16 @@ def _difference_table(diffs: Sequence[Difference], labels: Mapping[str, str]) ->
             "Units",
             "Success diff (points)",
             "95% CI",
+            "Per seed",
+            "95% CI over seeds",
             "Verdict",
             "Steps on solved",
             "95% CI",
         ],
         rows,
-        ["left", "right", "right", "right", "left", "right", "right"],
+        ["left", "right", "right", "right", "right", "right", "left", "right", "right"],
     )
+
+
+def _signed_interval(low: float | None, high: float | None) -> str:
+    return "—" if low is None or high is None else f"[{100 * low:+.1f}, {100 * high:+.1f}]"

@@ -5,12 +5,15 @@
 
 The third argument names the marker pair (`<!-- paper:start -->` ... `:end -->`;
 default `results`) and which sections are pasted (SECTIONS). The README's numbers
-are then the report stage's output, not typed by hand.
+are then the report stage's output, not typed by hand. FIGURES names the report's
+plots that go with them: runs/ is DVC's, not git's, so each is copied to
+docs/figures/<report>-<plot> beside README and linked from there.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -19,6 +22,18 @@ SECTIONS = {
     "results": ("Results", "Per-task success"),
     "paper": ("Arms over training seeds (test split)",),
 }
+# Marker name -> (plot file under the report's plots/, caption) pasted after the tables.
+FIGURES = {
+    "results": (),
+    "paper": (
+        (
+            "arms.png",
+            "Test success per arm: mean over training seeds (dots), "
+            "95% CI over seeds (one-run arms: Wilson)",
+        ),
+    ),
+}
+FIGURE_DIR = Path("docs/figures")
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -63,6 +78,20 @@ def paste(readme: str, tables: str, source: str, name: str = "results") -> str:
     return head + body + tail
 
 
+def copy_figures(report: Path, readme: Path, name: str) -> str:
+    """Copy the marker's plots next to README; the Markdown image links to them."""
+    links = []
+    for plot, caption in FIGURES[name]:
+        src = report.parent / "plots" / plot
+        if not src.is_file():
+            raise SystemExit(f"{src} does not exist: rerun the report stage (`dvc repro`).")
+        rel = FIGURE_DIR / f"{report.parent.name}-{plot}"
+        (readme.parent / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, readme.parent / rel)
+        links.append(f"![{caption}]({rel.as_posix()})")
+    return "\n\n".join(links)
+
+
 def main(argv: list[str]) -> None:
     report, readme = Path(argv[0]), Path(argv[1])
     name = argv[2] if len(argv) > 2 else "results"
@@ -71,6 +100,9 @@ def main(argv: list[str]) -> None:
     if not report.is_file():
         raise SystemExit(f"{report} does not exist: run its report stage first (`dvc repro`).")
     tables = extract(report.read_text(), SECTIONS[name])
+    figures = copy_figures(report, readme, name)
+    if figures:
+        tables = f"{tables}\n\n{figures}"
     readme.write_text(paste(readme.read_text(), tables, argv[0], name))
 
 

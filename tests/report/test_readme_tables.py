@@ -66,3 +66,26 @@ def test_paper_marker_pastes_the_arms_section() -> None:
         "paper",
     )
     assert "| SFT | 80.0% |" in new and "| x − y | +7.0 |" in new and "| a |" not in new
+
+
+def test_paper_figure_is_copied_beside_readme_and_linked(tmp_path) -> None:
+    from rmsweb.report.readme import main
+
+    report_dir = tmp_path / "runs" / "report" / "study"
+    (report_dir / "plots").mkdir(parents=True)
+    (report_dir / "plots" / "arms.png").write_bytes(b"\x89PNG fake")
+    (report_dir / "report.md").write_text(
+        "# s\n\n## Arms over training seeds (test split)\n\n| Arm |\n| --- |\n| SFT |\n"
+    )
+    start, end = markers("paper")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{start}\n{end}\n")
+    main([str(report_dir / "report.md"), str(readme), "paper"])
+    text = readme.read_text()
+    assert "](docs/figures/study-arms.png)" in text and "| SFT |" in text
+    assert (tmp_path / "docs" / "figures" / "study-arms.png").read_bytes() == b"\x89PNG fake"
+    # A report without its plot is a clear error, and README is left as it was.
+    (report_dir / "plots" / "arms.png").unlink()
+    with pytest.raises(SystemExit, match=r"arms\.png does not exist"):
+        main([str(report_dir / "report.md"), str(readme), "paper"])
+    assert readme.read_text() == text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -81,3 +82,47 @@ def test_t_quantiles() -> None:
     assert t95(2) == 4.303 and t95(12) == 2.228 and t95(100) == 1.96
     with pytest.raises(ValueError):
         t95(0)
+
+
+def _three_seed_arm(arm: str, solved_per_seed: tuple[int, int, int], units: int = 40) -> list:
+    # One task; seed k solves the first solved_per_seed[k] of `units` test units.
+    return [ep(arm, s, "t", u, u < solved_per_seed[s]) for s in range(3) for u in range(units)]
+
+
+def test_per_seed_differences_pair_seeds_by_number() -> None:
+    # A - B per seed: 30/40 - 20/40 = +.25, 10/40 - 14/40 = -.10, 32/40 - 20/40 = +.30
+    a = _three_seed_arm("e/a", (30, 10, 32))
+    b = _three_seed_arm("e/b", (20, 14, 20))
+    d = paired_difference("e/a", "e/b", a, b, samples=300)
+    assert [s for s, _ in d.per_seed] == [0, 1, 2]
+    assert [x for _, x in d.per_seed] == pytest.approx([0.25, -0.10, 0.30])
+    values = [0.25, -0.10, 0.30]
+    half = 4.303 * statistics.stdev(values) / math.sqrt(3)
+    assert d.seed_low == pytest.approx(sum(values) / 3 - half)
+    assert d.seed_high == pytest.approx(sum(values) / 3 + half)
+
+
+def test_runs_that_swing_are_not_called_better_on_the_unit_interval_alone() -> None:
+    # Averaged over seeds A - B is +0.15 over 40 units, and the unit bootstrap excludes 0
+    # (it holds the three runs fixed); but seed 1 goes the other way (-0.10), and the
+    # interval over the 3 seeds' differences spans 0: no verdict.
+    a = _three_seed_arm("e/a", (30, 10, 32))
+    b = _three_seed_arm("e/b", (20, 14, 20))
+    d = paired_difference("e/a", "e/b", a, b, samples=500)
+    assert d.low > 0
+    assert d.seed_low is not None and d.seed_low < 0 < d.seed_high
+    assert d.verdict == "no difference shown (interval over seeds contains 0)"
+    # Consistent seeds (+.25, +.20, +.30): both intervals exclude 0, A is called better.
+    steady = _three_seed_arm("e/a", (30, 22, 32))
+    d2 = paired_difference("e/a", "e/b", steady, _three_seed_arm("e/b", (20, 14, 20)), samples=500)
+    assert d2.low > 0 and d2.seed_low > 0 and d2.verdict == "e/a better"
+
+
+def test_a_one_run_arm_pairs_with_every_seed() -> None:
+    a = _three_seed_arm("e/a", (30, 20, 10))
+    teacher = [ep("e/teacher", None, "t", u, u < 20) for u in range(40)]
+    d = paired_difference("e/a", "e/teacher", a, teacher, samples=200)
+    assert [s for s, _ in d.per_seed] == [0, 1, 2]
+    assert [x for _, x in d.per_seed] == pytest.approx([0.25, 0.0, -0.25])
+    one = paired_difference("e/b", "e/teacher", [ep("e/b", 0, "t", 1, True)], teacher[:2])
+    assert one.seed_low is None and one.seed_high is None  # one pair: no seed interval
