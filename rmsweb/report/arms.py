@@ -25,7 +25,8 @@ How the numbers are defined (the eval stage's definitions, per seed):
    exclude 0 on the same side (the unit interval alone when fewer than two
    seeds pair up).
 6. Steps on solved episodes A vs B: over units solved by both arms (in at least
-   one seed each), the ratio of mean steps minus one, with the unit bootstrap.
+   one seed each), the ratio of mean steps minus one, with the unit bootstrap; and
+   per training seed (units both runs of the pair solved) with a t-interval.
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ class Difference:
     per_seed: tuple[tuple[int | None, float], ...] = ()  # (training seed, diff) pairs
     seed_low: float | None = None  # t-interval over per_seed (None below 2 pairs)
     seed_high: float | None = None
+    steps_per_seed: tuple[tuple[int | None, float], ...] = ()  # (seed, steps ratio) pairs
+    steps_seed_low: float | None = None  # t-interval over steps_per_seed
+    steps_seed_high: float | None = None
 
     @property
     def verdict(self) -> str:
@@ -133,10 +137,7 @@ def summarize(arm: str, episodes: Sequence[Episode]) -> ArmSummary:
         task_weighted((e.task_id, float(e.success)) for e in by_seed[s]) for s in seeds
     )
     mean = sum(per_seed) / len(per_seed)
-    low = high = None
-    if len(per_seed) > 1:
-        half = t95(len(per_seed) - 1) * statistics.stdev(per_seed) / math.sqrt(len(per_seed))
-        low, high = mean - half, mean + half
+    low, high = t_interval(per_seed)
     wins = sum(e.success for e in episodes)
     p_low, p_high = wilson_interval(wins, len(episodes))
     solved = [e.n_steps for e in episodes if e.success]
@@ -218,12 +219,7 @@ def paired_difference(
         boots = [steps_ratio(rng.choices(keys, k=len(keys))) for _ in range(samples)]
         s_low, s_high = _percentile(boots, 0.025), _percentile(boots, 0.975)
     per_seed = seed_differences(episodes_a, episodes_b)
-    seed_low = seed_high = None
-    if len(per_seed) > 1:
-        values = [d for _, d in per_seed]
-        mean = sum(values) / len(values)
-        half = t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-        seed_low, seed_high = mean - half, mean + half
+    steps_per_seed = seed_steps_ratios(episodes_a, episodes_b)
     return Difference(
         a,
         b,
@@ -236,15 +232,16 @@ def paired_difference(
         s_low,
         s_high,
         per_seed,
-        seed_low,
-        seed_high,
+        *t_interval([d for _, d in per_seed]),
+        steps_per_seed,
+        *t_interval([r for _, r in steps_per_seed]),
     )
 
 
-def seed_differences(
+def _seed_pairs(
     episodes_a: Sequence[Episode], episodes_b: Sequence[Episode]
-) -> tuple[tuple[int | None, float], ...]:
-    """(training seed, success(A seed) - success(B seed)) on the units both runs have.
+) -> list[tuple[int | None, dict[Unit, list[Episode]], dict[Unit, list[Episode]]]]:
+    """(training seed, A's units, B's units) for each pair of runs compared seed by seed.
 
     Seeds pair by number: arms of one study train seed k from the same initial model
     (and RL arms from the same SFT checkpoint), so seed k of A and of B differ only in
@@ -260,19 +257,48 @@ def seed_differences(
             (s, s, s)
             for s in sorted(set(runs_a) & set(runs_b), key=lambda x: -1 if x is None else x)
         ]
+    return [(seed, _units(runs_a[sa]), _units(runs_b[sb])) for seed, sa, sb in pairs]
+
+
+def seed_differences(
+    episodes_a: Sequence[Episode], episodes_b: Sequence[Episode]
+) -> tuple[tuple[int | None, float], ...]:
+    """(training seed, success(A seed) - success(B seed)) on the units both runs have."""
     out = []
-    for seed, sa, sb in pairs:
-        ua, ub = _units(runs_a[sa]), _units(runs_b[sb])
+    for seed, ua, ub in _seed_pairs(episodes_a, episodes_b):
         shared = set(ua) & set(ub)
-        if not shared:
-            continue
-        out.append(
-            (
-                seed,
-                task_weighted((u[0], _mean_success(ua[u]) - _mean_success(ub[u])) for u in shared),
-            )
-        )
+        if shared:
+            diffs = ((u[0], _mean_success(ua[u]) - _mean_success(ub[u])) for u in shared)
+            out.append((seed, task_weighted(diffs)))
     return tuple(out)
+
+
+def seed_steps_ratios(
+    episodes_a: Sequence[Episode], episodes_b: Sequence[Episode]
+) -> tuple[tuple[int | None, float], ...]:
+    """(training seed, mean steps(A seed) / mean steps(B seed) - 1) on the units both
+    runs solved; a seed pair with no unit solved by both is left out."""
+    out = []
+    for seed, ua, ub in _seed_pairs(episodes_a, episodes_b):
+        steps_a = steps_b = 0.0
+        for u in set(ua) & set(ub):
+            sa = [e.n_steps for e in ua[u] if e.success]
+            sb = [e.n_steps for e in ub[u] if e.success]
+            if sa and sb:
+                steps_a += sum(sa) / len(sa)
+                steps_b += sum(sb) / len(sb)
+        if steps_b:
+            out.append((seed, steps_a / steps_b - 1))
+    return tuple(out)
+
+
+def t_interval(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """95% t-interval of the mean of `values`; (None, None) below two values."""
+    if len(values) < 2:
+        return None, None
+    mean = sum(values) / len(values)
+    half = t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean - half, mean + half
 
 
 def _by_seed(episodes: Sequence[Episode]) -> dict[int | None, list[Episode]]:

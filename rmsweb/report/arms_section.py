@@ -142,7 +142,9 @@ def arms_section(
                 "one-run arm pairs with every seed); 95% CI over seeds: t-interval of those, "
                 "the spread of training runs. An arm is called better only when both intervals "
                 "exclude 0 (the unit interval alone with one seed). Steps on solved: mean steps "
-                "of A over B on the units both solved, minus 1 (negative: A is shorter)."
+                "of A over B on the units both solved, minus 1 (negative: A is shorter), "
+                "with the unit bootstrap; per seed: the same on each seed pair's units, "
+                "with a t-interval over seeds."
             ),
         ]
     for arm, s in summaries.items():
@@ -159,6 +161,11 @@ def arms_section(
         if d.seed_low is not None and d.seed_high is not None:
             rep.metrics[f"{key}/seed_ci_low"] = round(d.seed_low, 4)
             rep.metrics[f"{key}/seed_ci_high"] = round(d.seed_high, 4)
+        if d.steps_ratio is not None:
+            rep.metrics[f"{key}/steps_ratio"] = round(d.steps_ratio, 4)
+        if d.steps_seed_low is not None and d.steps_seed_high is not None:
+            rep.metrics[f"{key}/steps_seed_ci_low"] = round(d.steps_seed_low, 4)
+            rep.metrics[f"{key}/steps_seed_ci_high"] = round(d.steps_seed_high, 4)
     rep.arm_summaries, rep.differences = summaries, diffs
     return sec
 
@@ -207,6 +214,8 @@ def _difference_table(diffs: Sequence[Difference], labels: Mapping[str, str]) ->
             d.verdict.replace(d.a, labels.get(d.a, d.a)).replace(d.b, labels.get(d.b, d.b)),
             _signed(d.steps_ratio) + ("%" if d.steps_ratio is not None else ""),
             _interval(d.steps_low, d.steps_high),
+            " / ".join(_signed(x) for _, x in d.steps_per_seed) or "—",
+            _signed_interval(d.steps_seed_low, d.steps_seed_high),
         ]
         for d in diffs
     ]
@@ -221,9 +230,11 @@ def _difference_table(diffs: Sequence[Difference], labels: Mapping[str, str]) ->
             "Verdict",
             "Steps on solved",
             "95% CI",
+            "Steps per seed (%)",
+            "95% CI over seeds",
         ],
         rows,
-        ["left", "right", "right", "right", "right", "right", "left", "right", "right"],
+        ["left", "right", "right", "right", "right", "right", "left"] + ["right"] * 4,
     )
 
 

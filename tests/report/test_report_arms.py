@@ -126,3 +126,18 @@ def test_a_one_run_arm_pairs_with_every_seed() -> None:
     assert [x for _, x in d.per_seed] == pytest.approx([0.25, 0.0, -0.25])
     one = paired_difference("e/b", "e/teacher", [ep("e/b", 0, "t", 1, True)], teacher[:2])
     assert one.seed_low is None and one.seed_high is None  # one pair: no seed interval
+
+
+def test_steps_ratio_per_seed_on_units_each_pair_solved() -> None:
+    # Seed 0: A solves units 0-1 in 3 steps, B solves all in 4: 6/8 - 1 = -25%.
+    # Seed 1: A solves units 0-2 in 4 steps, B solves units 0-1 in 4: 8/8 - 1 = 0%.
+    a = [ep("e/a", 0, "t", u, u < 2, steps=3) for u in range(3)]
+    a += [ep("e/a", 1, "t", u, True, steps=4) for u in range(3)]
+    b = [ep("e/b", 0, "t", u, True, steps=4) for u in range(3)]
+    b += [ep("e/b", 1, "t", u, u < 2, steps=4) for u in range(3)]
+    d = paired_difference("e/a", "e/b", a, b, samples=200)
+    assert [s for s, _ in d.steps_per_seed] == [0, 1]
+    assert [r for _, r in d.steps_per_seed] == pytest.approx([-0.25, 0.0])
+    half = 12.706 * statistics.stdev([-0.25, 0.0]) / math.sqrt(2)
+    assert d.steps_seed_low == pytest.approx(-0.125 - half)
+    assert d.steps_seed_high == pytest.approx(-0.125 + half)
