@@ -98,21 +98,34 @@ class Difference:
     steps_low: float | None
     steps_high: float | None
     per_seed: tuple[tuple[int | None, float], ...] = ()  # (training seed, diff) pairs
-    seed_low: float | None = None  # t-interval over per_seed (None below 2 pairs)
-    seed_high: float | None = None
     steps_per_seed: tuple[tuple[int | None, float], ...] = ()  # (seed, steps ratio) pairs
-    steps_seed_low: float | None = None  # t-interval over steps_per_seed
-    steps_seed_high: float | None = None
+
+    @property
+    def seed_low(self) -> float | None:
+        """Low end of the t-interval over per_seed (None below two pairs)."""
+        return t_interval([d for _, d in self.per_seed])[0]
+
+    @property
+    def seed_high(self) -> float | None:
+        return t_interval([d for _, d in self.per_seed])[1]
+
+    @property
+    def steps_seed_low(self) -> float | None:
+        return t_interval([r for _, r in self.steps_per_seed])[0]
+
+    @property
+    def steps_seed_high(self) -> float | None:
+        return t_interval([r for _, r in self.steps_per_seed])[1]
 
     @property
     def verdict(self) -> str:
-        seeds_known = self.seed_low is not None and self.seed_high is not None
+        seed_low, seed_high = t_interval([d for _, d in self.per_seed])
         if self.low > 0:
-            if seeds_known and self.seed_low <= 0:  # type: ignore[operator]
+            if seed_low is not None and seed_low <= 0:
                 return "no difference shown (interval over seeds contains 0)"
             return f"{self.a} better"
         if self.high < 0:
-            if seeds_known and self.seed_high >= 0:  # type: ignore[operator]
+            if seed_high is not None and seed_high >= 0:
                 return "no difference shown (interval over seeds contains 0)"
             return f"{self.b} better"
         return "no difference shown (interval contains 0)"
@@ -129,9 +142,7 @@ def task_weighted(outcomes: Iterable[tuple[str, float]]) -> float:
 
 
 def summarize(arm: str, episodes: Sequence[Episode]) -> ArmSummary:
-    by_seed: dict[int | None, list[Episode]] = defaultdict(list)
-    for e in episodes:
-        by_seed[e.train_seed].append(e)
+    by_seed = _by_seed(episodes)
     seeds = tuple(sorted(by_seed, key=lambda s: -1 if s is None else s))
     per_seed = tuple(
         task_weighted((e.task_id, float(e.success)) for e in by_seed[s]) for s in seeds
@@ -218,8 +229,6 @@ def paired_difference(
         keys = sorted(solved)
         boots = [steps_ratio(rng.choices(keys, k=len(keys))) for _ in range(samples)]
         s_low, s_high = _percentile(boots, 0.025), _percentile(boots, 0.975)
-    per_seed = seed_differences(episodes_a, episodes_b)
-    steps_per_seed = seed_steps_ratios(episodes_a, episodes_b)
     return Difference(
         a,
         b,
@@ -231,10 +240,8 @@ def paired_difference(
         ratio,
         s_low,
         s_high,
-        per_seed,
-        *t_interval([d for _, d in per_seed]),
-        steps_per_seed,
-        *t_interval([r for _, r in steps_per_seed]),
+        seed_differences(episodes_a, episodes_b),
+        seed_steps_ratios(episodes_a, episodes_b),
     )
 
 
@@ -266,7 +273,7 @@ def seed_differences(
     """(training seed, success(A seed) - success(B seed)) on the units both runs have."""
     out = []
     for seed, ua, ub in _seed_pairs(episodes_a, episodes_b):
-        shared = set(ua) & set(ub)
+        shared = sorted(set(ua) & set(ub))  # sorted: one summation order, whatever the hash seed
         if shared:
             diffs = ((u[0], _mean_success(ua[u]) - _mean_success(ub[u])) for u in shared)
             out.append((seed, task_weighted(diffs)))
@@ -281,7 +288,7 @@ def seed_steps_ratios(
     out = []
     for seed, ua, ub in _seed_pairs(episodes_a, episodes_b):
         steps_a = steps_b = 0.0
-        for u in set(ua) & set(ub):
+        for u in sorted(set(ua) & set(ub)):
             sa = [e.n_steps for e in ua[u] if e.success]
             sb = [e.n_steps for e in ub[u] if e.success]
             if sa and sb:
