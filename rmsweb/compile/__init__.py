@@ -15,7 +15,7 @@ from rmsweb.spec import ExperimentSpec, Pos, SpecError, SpecErrors, load_experim
 from rmsweb.spec.loader import display_path
 from rmsweb.spec.schema import SCHEMA_FILE, render_schema
 
-from .dvcfile import render_dvc_yaml, render_params_yaml
+from .dvcfile import render_dvc_yaml, render_params_yaml, stage_names
 from .graph import Stage, plan_project
 from .skyfile import render_sky_yaml
 
@@ -91,7 +91,8 @@ def load_project(root: Path) -> Project:
     specs, sources, errors = load_specs(files)
     if errors:
         raise SpecErrors(errors)
-    return Project(specs, sources, plan_project(specs))
+    # The committed dvc.yaml's names: their owners keep them (graph.py, stable ownership).
+    return Project(specs, sources, plan_project(specs, stage_names(root / "dvc.yaml")))
 
 
 def compile_project(root: Path) -> dict[str, str]:

@@ -3,10 +3,21 @@
 Pure: resolved specs in, a list of stages out. A stage's identity is the hash
 of its kind, the config keys it reads and the identities of its upstream
 stages, so two experiments that agree on everything a stage (and its
-ancestors) reads share that stage, its outputs and its cache. A shared stage
-is named after its owner: of the experiments sharing it, the one with the
-shortest name (ties: alphabetical), so an ablation `miniwob-cpu-grpo` reuses
-`sft-s0_miniwob-cpu` rather than the other way round.
+ancestors) reads share that stage, its outputs and its cache.
+
+A shared stage is named after its owner, and ownership is stable: adding a spec
+never renames an existing stage or moves its outputs (README's
+`-S 'miniwob-cpu.sft...'` keeps reaching the stage it names, and dvc.lock stays
+valid). The owner of a stage is
+1. the experiment that owned a stage of the same role (`sft-s0`, `eval-sft-s0`)
+   in the previous dvc.yaml, if it still shares this one: the previous names are
+   an input (`previous_names`), read from the committed dvc.yaml. Keyed by role
+   rather than identity, so when the owner's config changes the changed stage
+   keeps the owner's name and an unchanged copy elsewhere gets a name of its own;
+2. else (a new stage, or no previous dvc.yaml) the sharer with the shortest
+   name (ties: alphabetical), so an ablation `miniwob-cpu-grpo` reuses
+   `sft-s0_miniwob-cpu` rather than the other way round.
+Renaming the owning spec renames its stages: the name is the owner's.
 
 Training seeds (`seeds: [0, 1, 2]`) give one instance per seed of every stage that
 trains or samples from a trained model (model, sft, mine, rl, eval of a checkpoint):
@@ -229,9 +240,33 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
     return stages
 
 
-def plan_project(specs: Iterable[ExperimentSpec]) -> list[Stage]:
-    """All experiments' stages with shared ones merged; deterministic order."""
+def previous_owners(previous_names: Iterable[str]) -> set[tuple[str, str]]:
+    """(role, owner) of each stage name `<role>_<owner>` (names hold no `_`, see
+    spec/common.py, so the split is unique)."""
+    pairs = set()
+    for name in previous_names:
+        role, sep, owner = name.partition("_")
+        if sep and owner:
+            pairs.add((role, owner))
+    return pairs
+
+
+def _owner_order(instances: dict[str, Stage], kept: set[tuple[str, str]]) -> list[str]:
+    """The sharers of one stage, its owner first (see the module docstring)."""
+    role = next(iter(instances.values())).role
+    by_name = sorted(instances, key=lambda n: (len(n), n))
+    return sorted(by_name, key=lambda n: (role, n) not in kept)  # stable: keeps name order
+
+
+def plan_project(
+    specs: Iterable[ExperimentSpec], previous_names: Iterable[str] = ()
+) -> list[Stage]:
+    """All experiments' stages with shared ones merged; deterministic order.
+
+    `previous_names`: the stage names of the previous dvc.yaml, whose owners keep
+    their stages (module docstring)."""
     specs = list(specs)
+    kept = previous_owners(previous_names)
     plans = {spec.name: plan_experiment(spec) for spec in specs}
     # `report.compare`: the other experiments' collect and eval stages feed this report.
     for spec in specs:
@@ -253,7 +288,7 @@ def plan_project(specs: Iterable[ExperimentSpec]) -> list[Stage]:
             planned.setdefault(stage.identity, {})[name] = stage
     canonical: dict[str, Stage] = {}
     for ident, instances in planned.items():
-        names = sorted(instances, key=lambda n: (len(n), n))
+        names = _owner_order(instances, kept)
         stage = instances[names[0]]  # the owner's instance: its params keys are the owner's
         stage.owner = names[0]
         stage.sharers = names

@@ -308,3 +308,72 @@ def test_a_folder_without_specs_is_an_error(tmp_path: Path, command: str) -> Non
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
     assert "experiments:1:1 <root>: no spec files" in result.stderr
+
+
+def _copy_default_spec(project: Path, name: str, rl_lr: str | None = None) -> None:
+    text = (project / "experiments" / "miniwob-cpu.yaml").read_text()
+    assert "\nname: miniwob-cpu\n" in text
+    text = text.replace("\nname: miniwob-cpu\n", f"\nname: {name}\n")
+    (project / "experiments" / f"{name}.yaml").write_text(text)
+
+
+def _stages(project: Path) -> dict[str, dict]:
+    return yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
+
+
+def test_new_specs_never_take_over_existing_stages(project: Path) -> None:
+    """Copies of the default spec named to win the shortest-name rule (`a`, `aa`) and
+    to lose it (`zz`) leave every existing stage's name, outputs and params as they are."""
+    before = _stages(project)
+    for name in ("a", "aa", "zz"):
+        _copy_default_spec(project, name)
+    result = CliRunner().invoke(app, ["compile", "--root", str(project)])
+    assert result.exit_code == 0, result.output
+    after = _stages(project)
+    missing = sorted(set(before) - set(after))
+    assert not missing, f"renamed or removed: {missing[:5]}"
+    for name, stage in before.items():
+        assert after[name]["outs"] == stage["outs"], name
+        assert after[name]["cmd"] == stage["cmd"], name
+        assert after[name]["params"] == stage["params"], name
+    # The copies share everything but their reports, which are their own.
+    assert set(after) - set(before) == {"report_a", "report_aa", "report_zz"}
+    assert "a" in after["sft-s0_miniwob-cpu"]["desc"].split(";")[0]
+
+
+def test_without_a_previous_dvc_yaml_the_shortest_name_owns(project: Path) -> None:
+    """The control for the test above: the previous names are what keeps the owner."""
+    _copy_default_spec(project, "a")
+    (project / "dvc.yaml").unlink()
+    assert CliRunner().invoke(app, ["compile", "--root", str(project)]).exit_code == 0
+    after = _stages(project)
+    assert "sft-s0_a" in after and "sft-s0_miniwob-cpu" not in after
+
+
+def test_an_owner_that_changes_keeps_its_stage_and_the_copy_gets_its_own(
+    project: Path,
+) -> None:
+    _copy_default_spec(project, "a")
+    assert CliRunner().invoke(app, ["compile", "--root", str(project)]).exit_code == 0
+    spec = project / "experiments" / "miniwob-cpu.yaml"
+    text = spec.read_text()
+    assert "\n  max_steps: 1600" in text  # sft.max_steps of the default job
+    spec.write_text(text.replace("\n  max_steps: 1600", "\n  max_steps: 1700", 1))
+    assert CliRunner().invoke(app, ["compile", "--root", str(project)]).exit_code == 0
+    after = _stages(project)
+    assert after["sft-s0_miniwob-cpu"]["outs"] == ["runs/sft/miniwob-cpu/s0"]
+    assert "miniwob-cpu.sft.max_steps" in after["sft-s0_miniwob-cpu"]["params"]
+    assert after["sft-s0_a"]["outs"] == ["runs/sft/a/s0"]  # the unchanged copy's own stage
+    assert after["collect_miniwob-cpu"]["outs"] == ["runs/collect/miniwob-cpu"]  # still shared
+
+
+def test_stage_names_reads_a_file_with_conflict_markers(tmp_path: Path) -> None:
+    from rmsweb.compile.dvcfile import stage_names
+
+    path = tmp_path / "dvc.yaml"
+    path.write_text(
+        "stages:\n  a_x:\n    cmd: true\n<<<<<<< HEAD\n  b_x:\n    cmd: true\n=======\n"
+        "  c_y:\n    cmd: true\n>>>>>>> other\nplots:\n  d_z:\n    x: 1\n"
+    )
+    assert stage_names(path) == ["a_x", "b_x", "c_y"]
+    assert stage_names(tmp_path / "none.yaml") == []
