@@ -16,8 +16,10 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: run test faults smoke readme lint chromium install
 
-run: $(STAMP) chromium  ## the main job: the default experiment through dvc repro
-	dvc repro report_$(EXPERIMENT)
+JOBS ?= 2
+
+run: $(STAMP) chromium  ## the main job: the default experiment through dvc repro, JOBS stages at a time
+	rmsweb repro report_$(EXPERIMENT) --jobs $(JOBS)
 
 test: $(STAMP) $(SKY_STAMP) chromium  ## the default test tier (CPU, offline)
 	pytest -q

@@ -123,6 +123,28 @@ def compile_cmd(
 
 
 @app.command()
+def repro(
+    targets: Annotated[
+        list[str], typer.Argument(help="DVC stage names (e.g. report_miniwob-cpu).")
+    ],
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Stages run at once.")] = 2,
+    root: Annotated[Path, typer.Option(help="Project root (holds dvc.yaml).")] = Path("."),
+    retries: Annotated[int, typer.Option(help="Retries of a stage that hit a DVC lock.")] = 5,
+) -> None:
+    """`dvc repro` the targets with independent stages side by side (DVC's parallel
+    stage execution: one `dvc repro --single-item` per stage, scheduled by the graph)."""
+    from rmsweb.pipeline import reproduce
+
+    def go() -> None:
+        outcomes = reproduce(targets, root=root, jobs=jobs, retries=retries, echo=typer.echo)
+        wanted = len({o.stage for o in outcomes})
+        if any(o.returncode != 0 for o in outcomes) or not wanted:
+            raise typer.Exit(1)
+
+    run_guarded(go)
+
+
+@app.command()
 def schema(
     out: Annotated[Path, typer.Option(help="Output folder.")] = Path("schemas"),
 ) -> None:

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agents", "suites"),
     ("store",),
     ("env", "models"),
-    ("compile", "stage_io", "distributed"),
+    ("compile", "stage_io", "distributed", "pipeline"),
     ("spec",),
     ("errors", "stages"),  # leaves: import nothing from rmsweb
 )

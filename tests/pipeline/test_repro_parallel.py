@@ -1,0 +1,121 @@
+"""`rmsweb repro`: independent stages run side by side through DVC, and dvc.lock ends up
+holding every stage (DVC writes each stage's entry under its repository lock)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rmsweb import pipeline
+from rmsweb.pipeline import chain_lengths, load_graph, plan, reproduce
+
+# a and b each wait for the other to have started: run one at a time, the first of
+# them times out and fails, so the parallel test below cannot pass serially.
+WAIT_FOR = textwrap.dedent(
+    """
+    import os, pathlib, sys, time
+    me, other, out = sys.argv[1:4]
+    pathlib.Path(me).touch()
+    deadline = time.monotonic() + float(os.environ.get("WAIT_S", "30"))
+    while not pathlib.Path(other).exists():
+        if time.monotonic() > deadline:
+            sys.exit(f"{other} never appeared: not run concurrently")
+        time.sleep(0.05)
+    pathlib.Path(out).write_text(me)
+    """
+)
+
+
+def _dvc(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    dvc = Path(sys.executable).with_name("dvc")
+    return subprocess.run([str(dvc), *args], cwd=root, capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    assert _dvc(root, "init", "--no-scm", "-q").returncode == 0
+    (root / "wait_for.py").write_text(WAIT_FOR)
+    py = sys.executable
+    stages = {
+        "a": {"cmd": f"{py} wait_for.py a.started b.started out_a", "deps": ["wait_for.py"],
+              "outs": ["out_a"]},
+        "b": {"cmd": f"{py} wait_for.py b.started a.started out_b", "deps": ["wait_for.py"],
+              "outs": ["out_b"]},
+        "c": {"cmd": "cat out_a out_b > out_c", "deps": ["out_a", "out_b"], "outs": ["out_c"]},
+        "d": {"cmd": "echo d > out_d", "outs": ["out_d"]},
+    }  # fmt: skip
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    return root
+
+
+def test_graph_and_priority(project: Path) -> None:
+    nodes = load_graph(project / "dvc.yaml")
+    assert nodes["c"].needs == {"a", "b"} and nodes["a"].needs == set()
+    assert set(plan(nodes, ["c"])) == {"a", "b", "c"}
+    assert chain_lengths(nodes) == {"a": 2, "b": 2, "c": 1, "d": 1}
+
+
+def test_independent_stages_run_concurrently_and_all_reach_dvc_lock(project: Path) -> None:
+    lines: list[str] = []
+    outcomes = reproduce(["c", "d"], root=project, jobs=2, echo=lines.append)
+    assert {o.stage: o.returncode for o in outcomes} == {"a": 0, "b": 0, "c": 0, "d": 0}, lines
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    assert set(lock["stages"]) == {"a", "b", "c", "d"}
+    status = _dvc(project, "status")
+    assert status.returncode == 0 and "up to date" in status.stdout, status.stdout
+    assert (project / "out_c").read_text() == "a.startedb.started"
+    # A second run finds everything up to date: DVC decides, nothing reruns.
+    (project / "a.started").unlink()
+    again = reproduce(["c", "d"], root=project, jobs=2, echo=lines.append)
+    assert all(o.returncode == 0 for o in again) and not (project / "a.started").exists()
+
+
+def test_one_job_at_a_time_cannot_pass_the_concurrency_check(project: Path) -> None:
+    """The control: the same targets serially fail, and c (downstream) is never run."""
+    os.environ["WAIT_S"] = "2"
+    try:
+        lines: list[str] = []
+        outcomes = reproduce(["c"], root=project, jobs=1, echo=lines.append)
+    finally:
+        del os.environ["WAIT_S"]
+    codes = {o.stage: o.returncode for o in outcomes}
+    assert "c" not in codes and any(code != 0 for code in codes.values())
+    assert any(
+        line.startswith("not run (a stage failed): ") and line.endswith("c") for line in lines
+    )
+    assert any("never appeared" in line for line in lines)  # the failed stage's log tail
+
+
+def test_a_lock_error_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    flag = tmp_path / "tried"
+    script = (
+        "import pathlib, sys; p = pathlib.Path(sys.argv[1])\n"
+        "if not p.exists():\n    p.touch(); print('ERROR: Unable to acquire lock.'); sys.exit(1)\n"
+        "print('ran')\n"
+    )
+    monkeypatch.setattr(
+        pipeline, "dvc_command", lambda stage: [sys.executable, "-c", script, str(flag)]
+    )
+    outcome = pipeline.run_one("x", tmp_path, tmp_path, retries=2, pause_s=0.01)
+    assert outcome.returncode == 0 and outcome.attempts == 2
+    # Any other failure is not retried.
+    monkeypatch.setattr(pipeline, "dvc_command", lambda stage: [sys.executable, "-c", "exit(3)"])
+    outcome = pipeline.run_one("x", tmp_path, tmp_path, retries=2, pause_s=0.01)
+    assert outcome.returncode == 3 and outcome.attempts == 1
+
+
+def test_unknown_target_is_a_clear_error(project: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rmsweb.cli import app
+
+    result = CliRunner().invoke(app, ["repro", "nope", "--root", str(project)])
+    assert result.exit_code == 2 and "unknown stage(s): nope" in result.output
