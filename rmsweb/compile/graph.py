@@ -162,7 +162,11 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
         return stage
 
     # `seed` is the data seed (the teacher's mistakes); held-out seeds are not read.
-    collect_reads = [Read("seed"), Read("suite", frozenset({"val", "test"})), Read("collect")]
+    collect_reads = [
+        Read("seed"),
+        Read("suite", frozenset({"val", "test", "mine"})),
+        Read("collect"),
+    ]
     if spec.collect.teacher.kind == "openai":
         collect_reads.append(Read("model.prompt"))  # the LLM teacher is prompted like the policy
     collect = add("collect", collect_reads, {})
@@ -176,7 +180,7 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             sft_upstream["model"] = add(
                 "model",
                 [
-                    Read("suite", frozenset({"val", "test"})),
+                    Read("suite", frozenset({"val", "test", "mine"})),
                     Read("model", frozenset({"prompt", "backend", "lora"})),
                 ],
                 {},
@@ -204,7 +208,7 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
         own = {"splits"} if policy.splits is not None else set()
         reads = [
             Read("seed"),
-            Read("suite", frozenset({"train"})),
+            Read("suite", frozenset({"train", "mine"})),
             Read("eval", frozenset({"policies", *own})),
             Read(f"eval.policies.{i}"),
         ]

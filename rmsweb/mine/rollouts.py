@@ -19,9 +19,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from rmsweb.agents.base import Policy
+from rmsweb.errors import UserError
 from rmsweb.mine.label import MiningPolicy
 from rmsweb.rollout.runner import EpisodeRunner, Job
 from rmsweb.store.rows import EpisodeRecord, EpisodeSink, StepLabelRow, episode_key
+from rmsweb.suites.base import Suite
 
 # Labels a finished episode after the fact (mode judge); returns its step labels.
 EpisodeLabeller = Callable[[EpisodeRecord], Awaitable[list[StepLabelRow]]]
@@ -69,11 +71,23 @@ async def run_rollouts(
     after: EpisodeLabeller | None = None,
     description: str = "mine",
     shard: tuple[int, int] = (0, 1),
+    split: str = "train",
 ) -> tuple[int, float]:
     """Roll out every (task, seed) not yet stored (of this node's `shard`: index, count);
     (episodes run now, their wall seconds)."""
-    job = mine_job(sink, policy, samples, after=after)
+    job = mine_job(sink, policy, samples, split=split, after=after)
     stats = await runner.run(
-        policy, tasks, seeds, sink, split="train", job=job, description=description, shard=shard
+        policy, tasks, seeds, sink, split=split, job=job, description=description, shard=shard
     )
     return stats.episodes, stats.wall_s
+
+
+def mine_split(suite: Suite) -> str:
+    """The split mining plays: MiniWoB's own mine seed range, so the rollouts are not the
+    train seeds SFT has memorised; live suites (which split tasks, not seeds) mine their
+    train tasks."""
+    try:
+        suite.seeds("mine")
+    except UserError:
+        return "train"
+    return "mine"

@@ -35,6 +35,7 @@ from rmsweb.stage_io import StageIO
 
 def main(io: StageIO) -> None:
     from rmsweb.mine.critical import critical_state, fragile_states
+    from rmsweb.mine.floor import tally
     from rmsweb.mine.metrics import mining_metrics
     from rmsweb.mine.states import (
         dedupe,
@@ -77,9 +78,22 @@ def main(io: StageIO) -> None:
             max_states=m.max_states,
             seed=io.train_seed,
         )
+    routine_info: dict[str, Any] = {}
+    experts = _oracle_experts(io.spec)
+    if experts is not None and m.mode in ("oracle", "none"):
+        rows, routine_info = _oracle_routine(io, experts, rows, kept)
     _store_screenshots(io.out, rows, collect_records)
     _replace_table(io.out, "mined_states", rows)
     metrics = {"mode": m.mode, **mining_metrics(records, critical, fragile, rows), **rollout}
+    metrics["routine_labels"] = routine_info
+    metrics["per_task"] = {
+        t: {
+            "rollouts": v.episodes,
+            "failure_rate": round(v.failure_rate, 4),
+            "failure_states": v.failure_states,
+        }
+        for t, v in tally(records).items()
+    }
     metrics["wall_s"] = round(time.perf_counter() - start, 1)
     io.write_metrics(metrics)
 
@@ -87,13 +101,16 @@ def main(io: StageIO) -> None:
 async def _rollouts(io: StageIO, kept: list[Any]) -> dict[str, Any]:
     from rmsweb.agents.build import checkpoint_policy
     from rmsweb.mine.label import MiningPolicy
-    from rmsweb.mine.rollouts import run_rollouts
+    from rmsweb.mine.rollouts import mine_split
     from rmsweb.rollout.build import build_runner
-    from rmsweb.rollout.sharded import node_share
 
     spec, m = io.spec, io.spec.mine
     runner = build_runner(spec.suite, run=f"mine/{io.exp}", stage="mine")
-    seeds = runner.suite.seeds("train")[: m.seeds_per_task]
+    split = mine_split(runner.suite)
+    seeds = runner.suite.seeds(split)
+    cap = min(len(seeds), m.max_seeds_per_task or len(seeds))
+    first = min(cap, m.seeds_per_task or cap)
+    tasks = runner.suite.task_ids(split)
     model_dir = io.input("sft") / "model"
     async with runner:
         inner = checkpoint_policy(
@@ -103,32 +120,114 @@ async def _rollouts(io: StageIO, kept: list[Any]) -> dict[str, Any]:
         probes = m.fragile_k if labeller is not None and m.fragile_k >= 2 else 0
         policy = MiningPolicy(inner, labeller, probes)
         judge = _judge_client(spec) if m.mode == "judge" else None
+        play = _player(runner, policy, split, m.samples_per_task, judge, m.mode)
         try:
-            # One node: a ShardWriter on io.out. Several: this node's share of the units,
-            # merged into io.out by the head (rmsweb.rollout.sharded).
-            async with node_share(io.out) as share:
-                episodes, wall = await run_rollouts(
-                    runner,
-                    policy,
-                    runner.suite.task_ids("train"),
-                    seeds,
-                    share.sink,
-                    m.samples_per_task,
-                    after=_judge_labels(judge) if judge else None,
-                    description=f"mine ({m.mode})",
-                    shard=share.shard,
-                )
+            episodes, wall, done = await _rounds(io, play, tasks, seeds, first, cap)
         finally:
             await policy.close()
             if judge is not None:
                 await judge.close()
     return {
+        "rollout_split": split,
         "rollout_episodes_now": episodes,  # this invocation (a resumed run does fewer)
         "rollout_wall_s": round(wall, 1),
         "episodes_per_s": round(episodes / wall, 3) if episodes and wall else None,
         "generations_now": policy.generations,
         "probes_per_state": probes or 1,
+        "seeds_per_task": done,
     }
+
+
+def _player(runner: Any, policy: Any, split: str, samples: int, judge: Any, mode: str) -> Any:
+    """play(tasks, seeds, sink, shard) -> (episodes, wall s): one round of rollouts."""
+    from rmsweb.mine.rollouts import run_rollouts
+
+    async def play(tasks: list[str], seeds: list[int], sink: Any, shard: Any) -> Any:
+        return await run_rollouts(
+            runner,
+            policy,
+            tasks,
+            seeds,
+            sink,
+            samples,
+            after=_judge_labels(judge) if judge else None,
+            description=f"mine ({mode})",
+            shard=shard,
+            split=split,
+        )
+
+    return play
+
+
+async def _rounds(
+    io: StageIO, play: Any, tasks: list[str], seeds: list[int], first: int, cap: int
+) -> tuple[int, float, dict[str, int]]:
+    """The first round on every node, then the floor's rounds on the head (mine/floor.py).
+
+    Later rounds depend on every node's results, which only the head has after the
+    merge, so they run there alone."""
+    from rmsweb.mine.floor import next_round, tally
+    from rmsweb.rollout.sharded import node_share
+    from rmsweb.store.reader import read_records
+    from rmsweb.store.writer import ShardWriter
+
+    m = io.spec.mine
+    # One node: a ShardWriter on io.out. Several: this node's share of the units,
+    # merged into io.out by the head (rmsweb.rollout.sharded).
+    async with node_share(io.out) as share:
+        episodes, wall = await play(tasks, seeds[:first], share.sink, share.shard)
+    done = dict.fromkeys(tasks, first)
+    step = m.seeds_per_task or cap
+    while node_rank() == 0 and m.min_failures_per_task:
+        todo = next_round(
+            tally(read_records(io.out)),
+            done,
+            floor=m.min_failures_per_task,
+            min_rate=m.floor_failure_rate,
+            cap=cap,
+        )
+        if not todo:
+            break
+        for start in sorted({done[t] for t in todo}):  # tasks that are level play together
+            group = [t for t in todo if done[t] == start]
+            stop = min(cap, start + step)
+            with ShardWriter(io.out) as sink:
+                n, w = await play(group, seeds[start:stop], sink, (0, 1))
+            episodes, wall = episodes + n, wall + w
+            done.update(dict.fromkeys(group, stop))
+    return episodes, wall, done
+
+
+def _oracle_experts(spec: Any) -> dict[str, Any] | None:
+    """The scripted expert of every task, when the suite has one for each (MiniWoB)."""
+    from rmsweb.suites.factory import build_suite
+
+    suite = build_suite(spec.suite)
+    experts = {t: suite.expert(t) for t in suite.task_ids("train")}
+    return experts if experts and all(experts.values()) else None
+
+
+def _oracle_routine(
+    io: StageIO, experts: dict[str, Any], rows: list[Any], kept: list[Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """Routine rows scored against the oracle's acceptable set (mine/routine.py)."""
+    from rmsweb.mine.routine import REPLAY_DIR, relabel, replay_labels
+
+    # Rows of tasks the suite has no expert for (data collected for another task list)
+    # keep the teacher's action.
+    wanted = {(r.task_id, r.seed) for r in rows if r.source == "routine" and r.task_id in experts}
+    if not wanted:
+        return rows, {}
+    episodes = [r for r in kept if (r.episode.task_id, r.episode.seed) in wanted]
+    replays = asyncio.run(replay_labels(io.spec.suite, experts, episodes, io.out / REPLAY_DIR))
+    result = relabel(rows, replays)
+    info = {
+        "replayed_episodes": len(episodes),
+        "relabelled": result.relabelled,
+        "kept_teacher_action": result.kept_teacher,
+        "teacher_action_not_acceptable": result.teacher_not_acceptable,
+    }
+    return result.rows, info
 
 
 def _labeller(mode: str, suite: Any, kept: list[Any]) -> Any:

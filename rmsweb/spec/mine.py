@@ -28,11 +28,28 @@ class MineSpec(SpecModel):
         "reference (divergence from a successful trajectory), judge (LLM first-error label), "
         "none (baseline: uniform states from the SFT data).",
     )
-    samples_per_task: int = Field(
-        4, ge=1, description="SFT-policy rollouts per task and train seed."
-    )
+    samples_per_task: int = Field(4, ge=1, description="SFT-policy rollouts per task and seed.")
     seeds_per_task: int | None = Field(
-        None, ge=1, description="Train seeds rolled out per task (null: all of suite.train)."
+        16,
+        ge=1,
+        description="Seeds rolled out per task in the first round, from the suite's mine range "
+        "(live suites: their train tasks' seeds); null: the whole range.",
+    )
+    min_failures_per_task: int = Field(
+        0,
+        ge=0,
+        description="Floor: a task with fewer mined failure states (critical + fragile) than "
+        "this, whose rollouts fail at least floor_failure_rate of the time, gets another "
+        "round of seeds_per_task seeds, until max_seeds_per_task (0: one round only).",
+    )
+    floor_failure_rate: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="The floor applies to tasks whose rollouts fail at least this often.",
+    )
+    max_seeds_per_task: int | None = Field(
+        None, ge=1, description="Most seeds one task is rolled out on (null: the whole range)."
     )
     temperature: float = Field(1.0, ge=0, le=2, description="Rollout sampling temperature.")
     fragile_k: int = Field(
@@ -54,6 +71,12 @@ class MineSpec(SpecModel):
 
     @model_validator(mode="after")
     def _weights(self) -> MineSpec:
+        if self.min_failures_per_task and self.seeds_per_task is None:
+            raise SpecFieldError(
+                "min_failures_per_task",
+                "a floor needs rounds: seeds_per_task is null, so the first round already "
+                "takes the whole mine range. Fix: set seeds_per_task (e.g. 16).",
+            )
         for mode, w in self.mode_weights.items():
             if w < 0:
                 raise SpecFieldError(

@@ -95,6 +95,11 @@ class MiniWoBSuite(SpecModel):
         description="Held-out seeds used by eval (per task); disjoint from train and val. "
         "Read once per reported number.",
     )
+    mine: SeedRange = Field(
+        default_factory=lambda: SeedRange(start=200_000, count=200),
+        description="Seeds the mine stage rolls the SFT policy out on (per task): its own "
+        "range, disjoint from train (which SFT has memorised), val and test.",
+    )
     max_steps: int = Field(10, ge=1, le=200, description="Step limit of one episode.")
     browser: BrowserSpec = Field(default_factory=BrowserSpec, description="Browser settings.")
 
@@ -116,15 +121,23 @@ class MiniWoBSuite(SpecModel):
 
     @model_validator(mode="after")
     def _disjoint_splits(self) -> MiniWoBSuite:
-        pairs = (("train", "test"), ("train", "val"), ("val", "test"))
+        pairs = (
+            ("train", "test"),
+            ("train", "val"),
+            ("val", "test"),
+            ("train", "mine"),
+            ("val", "mine"),
+            ("test", "mine"),
+        )
         for a, b in pairs:
             ra, rb = getattr(self, a), getattr(self, b)
             if ra.overlaps(rb):
                 raise SpecFieldError(
                     b,
                     f"{a} seeds [{ra.start}, {ra.stop}) overlap {b} seeds [{rb.start}, "
-                    f"{rb.stop}); tuning and held-out evaluation need disjoint seeds. Fix: move "
-                    f"{b}.start past the {a} range.",
+                    f"{rb.stop}); each split needs seeds of its own (tuning and test stay held "
+                    f"out, and mining must not replay the train seeds SFT has memorised). "
+                    f"Fix: move {b}.start past the {a} range.",
                 )
         return self
 

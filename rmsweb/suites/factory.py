@@ -39,6 +39,7 @@ def build_suite(spec: Any) -> Suite:
             train_seeds=spec.train.seeds(),
             val_seeds=spec.val.seeds(),
             test_seeds=spec.test.seeds(),
+            mine_seeds=spec.mine.seeds(),
             max_steps=spec.max_steps,
         )
     from rmsweb.suites.benchmarks import build_live_suite

@@ -11,6 +11,7 @@ such as click-checkboxes' mean score counts as a failure).
 from __future__ import annotations
 
 import difflib
+import itertools
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from rmsweb.env.session import PageSession
 
 NAME = "miniwob"
+# MiniWoB's splits are seed ranges; it has one more than live suites: the mine stage's
+# own seeds (live suites mine their train tasks).
+MINIWOB_SPLITS = (*SPLITS, "mine")
 # The task's own chrome: the instruction box (the policy gets the instruction as
 # text), the reward HUD, the start cover and the click visualiser.
 EXCLUDE = ("#query", "#reward-display", "#sync-task-cover", "#click-canvas")
@@ -149,11 +153,17 @@ class MiniWoB:
         train_seeds: Sequence[int] = range(0, 100),
         test_seeds: Sequence[int] = range(100_000, 100_050),
         val_seeds: Sequence[int] = range(50_000, 50_010),
+        mine_seeds: Sequence[int] = range(200_000, 200_200),
         max_steps: int = 10,
     ) -> None:
         self.tasks = resolve_tasks(tasks)
-        self._seeds = {"train": list(train_seeds), "val": list(val_seeds), "test": list(test_seeds)}
-        for a, b in (("train", "test"), ("train", "val"), ("val", "test")):
+        self._seeds = {
+            "train": list(train_seeds),
+            "val": list(val_seeds),
+            "test": list(test_seeds),
+            "mine": list(mine_seeds),
+        }
+        for a, b in itertools.combinations(MINIWOB_SPLITS, 2):
             overlap = set(self._seeds[a]) & set(self._seeds[b])
             if overlap:
                 raise ValueError(f"{a} and {b} seeds overlap (e.g. {min(overlap)})")
@@ -181,13 +191,13 @@ class MiniWoB:
 
     def task_ids(self, split: str | None = None) -> list[str]:
         """Every task, in every split: MiniWoB's splits are seed ranges."""
-        if split is not None and split not in SPLITS:
-            raise UserError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}.")
+        if split is not None and split not in MINIWOB_SPLITS:
+            raise UserError(f"unknown split {split!r}; use one of {', '.join(MINIWOB_SPLITS)}.")
         return list(self.tasks)
 
     def seeds(self, split: str) -> list[int]:
-        if split not in SPLITS:
-            raise UserError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}.")
+        if split not in MINIWOB_SPLITS:
+            raise UserError(f"unknown split {split!r}; use one of {', '.join(MINIWOB_SPLITS)}.")
         return list(self._seeds[split])
 
     def expert(self, task_id: str) -> Expert | None:

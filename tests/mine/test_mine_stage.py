@@ -63,6 +63,7 @@ def test_mode_oracle_mines_a_random_models_failures(tmp_path: Path) -> None:
         "suite": {
             "tasks": ["click-button", "enter-text"],
             "train": {"start": 0, "count": 2},
+            "mine": {"start": 200_000, "count": 2},  # shrunk: 2 seeds show every path
             "max_steps": 2,  # shrunk: a random model fails every episode anyway
         },
         "model": {"prompt": {"max_new_tokens": 8}},
@@ -86,3 +87,44 @@ def test_mode_oracle_mines_a_random_models_failures(tmp_path: Path) -> None:
     again = json.loads(io.metrics.read_text())
     assert again["rollout_episodes_now"] == 0 and again["rollouts"] == 8
     assert {r.state_id for r in read_rows(io.out, "mined_states")} == {r.state_id for r in rows}
+
+
+@pytest.mark.browser
+def test_the_floor_gives_failing_tasks_more_mine_seeds(tmp_path: Path) -> None:
+    """A random model fails everything: with a floor it cannot reach, every task gets
+    rounds of one seed until the cap (2), all from the mine range, never train seeds."""
+    from rmsweb.models.config import TinySize
+    from rmsweb.models.tiny import save_tiny_model
+
+    texts = [f'[{i}] button "ok"\nAction: click({i})' for i in range(30)]
+    save_tiny_model(tmp_path / "sft" / "model", "qwen3", texts, 300, TinySize(), seed=0)
+    spec = {
+        "name": "x",
+        "suite": {
+            "tasks": ["click-button"],
+            "train": {"start": 0, "count": 2},
+            "mine": {"start": 200_000, "count": 5},
+            "max_steps": 1,  # shrunk: one step shows the rounds
+        },
+        "model": {"prompt": {"max_new_tokens": 4}},
+        "mine": {
+            "mode": "oracle",
+            "samples_per_task": 1,
+            "fragile_k": 0,
+            "seeds_per_task": 1,
+            "min_failures_per_task": 1000,
+            "max_seeds_per_task": 2,
+        },
+    }
+    io = stage_io(
+        tmp_path,
+        spec,
+        {"collect": write_collect_run(tmp_path / "runs", "x"), "sft": tmp_path / "sft"},
+    )
+    main(io)
+    records = read_records(io.out)
+    assert sorted(r.episode.seed for r in records) == [200_000, 200_001]
+    assert {r.episode.split for r in records} == {"mine"}
+    metrics = json.loads(io.metrics.read_text())
+    assert metrics["seeds_per_task"] == {"click-button": 2}
+    assert metrics["per_task"]["click-button"]["failure_rate"] == 1.0
