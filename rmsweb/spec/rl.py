@@ -24,6 +24,11 @@ class RewardSpec(SpecModel):
     format_bonus: float = Field(
         0.1, ge=0, le=1, description="Bonus for a parseable action (format_plus_match only)."
     )
+    invert: bool = Field(
+        False,
+        description="Canary: multiply every reward by -1 (right actions are punished). A "
+        "study's control that must come out worse than SFT, or the study cannot see RL.",
+    )
 
 
 class _RLBase(SpecModel):
@@ -55,6 +60,22 @@ class _RLBase(SpecModel):
         ge=1,
         description="CPU threads for torch (null: all cores). On a shared or small CPU use 1: "
         "token-by-token sampling is overhead-bound and extra threads only contend.",
+    )
+    adam_beta1: float = Field(0.9, ge=0, lt=1, description="AdamW beta1.")
+    adam_beta2: float = Field(0.999, ge=0, lt=1, description="AdamW beta2.")
+    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    freeze_embeddings: bool = Field(
+        False,
+        description="Keep the token embeddings fixed (with tied embeddings, as in the tiny "
+        "models, the LM head too): RL then moves the transformer blocks only.",
+    )
+    kl_probe_states: int = Field(
+        64,
+        ge=0,
+        description="States on which the KL to the SFT policy is measured at every checkpoint "
+        "and at the end (exact per-token KL on the policy's own samples; 0: off). Full "
+        "fine-tunes keep a frozen copy of the SFT model for it; LoRA switches adapters off.",
     )
 
     @model_validator(mode="after")
@@ -136,4 +157,17 @@ class SalvageDS(_RLBase, _GateMixin):
         return self
 
 
-RLSpec = Annotated[GRPO | DAPODynamicSampling | SalvageDS, Field(discriminator="kind")]
+class ContinuedSFT(_RLBase):
+    """Control: the RL stage's states and draws, trained with the SFT loss on their
+    reference actions instead of sampled rewards (is RL more than more supervised data?).
+
+    Each step draws batch_size / group_size states exactly as the RL kinds do (same
+    weights, same seeds) and takes one optimizer step on the NLL of each state's first
+    reference action (the whole completion, as SFT). Nothing is sampled."""
+
+    kind: Literal["continued_sft"] = "continued_sft"
+
+
+RLSpec = Annotated[
+    GRPO | DAPODynamicSampling | SalvageDS | ContinuedSFT, Field(discriminator="kind")
+]

@@ -124,3 +124,30 @@ def test_rl_stage_without_mined_states_is_a_user_error(tiny_text_dir: Path, tmp_
     )
     with pytest.raises(UserError, match="no mined states"):
         main(io)
+
+
+def test_continued_sft_and_canary_run_through_the_stage(
+    tiny_text_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two controls of a study are RL stages too: same inputs, same outputs."""
+    monkeypatch.delenv("RMSWEB_CHECKPOINT_DIR", raising=False)
+    mine, sft = tmp_path / "mine", tmp_path / "sft"
+    _mined(mine)
+    shutil.copytree(tiny_text_dir, sft / "model")
+    runs = {
+        "sft": {**RL, "kind": "continued_sft", "kl_probe_states": 2},
+        "canary": {**RL, "kind": "salvage_ds", "reward": {"invert": True}},
+    }
+    for name, rl in runs.items():
+        metrics = tmp_path / "metrics" / f"{name}.json"
+        io = StageIO("rl-test", _spec(rl), {"mine": mine, "sft": sft}, tmp_path / name, metrics)
+        main(io)
+        values = json.loads(metrics.read_text())
+        assert (tmp_path / name / "model" / "config.json").is_file()
+        if name == "sft":
+            assert values["kind"] == "continued_sft" and values["samples_generated"] == 0
+            assert values["kl_to_sft_final"] > 0 and values["groups"] == 0
+        else:
+            assert values["reward_inverted"] is True
+            groups = read_rows(tmp_path / name, "rl_groups")
+            assert all(set(g.rewards) == {1.0} for g in groups)  # always wrong, inverted

@@ -99,3 +99,10 @@ def score(
 
 def _components(match: Match) -> int:
     return int(match.type_ok) + int(match.target_ok) + int(match.arg_ok)
+
+
+def invert(scored: Scored) -> Scored:
+    """The canary's reward: the same verdict with the reward's sign flipped. `correct`
+    keeps the true verdict (logs and the gate's competence read it), so the canary's
+    groups pass or fail the gate exactly as the real arm's would."""
+    return Scored(-scored.reward, scored.correct, scored.parsed)

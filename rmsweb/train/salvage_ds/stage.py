@@ -64,6 +64,13 @@ def hyper_from_spec(rl: Any, model: Any, seed: int) -> RLHyper:
         save_steps=rl.save_steps,
         max_new_tokens=model.prompt.max_new_tokens,
         micro_batch_size=rl.micro_batch_size,
+        reward_sign=-1.0 if rl.reward.invert else 1.0,
+        adam_beta1=rl.adam_beta1,
+        adam_beta2=rl.adam_beta2,
+        adam_eps=rl.adam_eps,
+        weight_decay=rl.weight_decay,
+        freeze_embeddings=rl.freeze_embeddings,
+        kl_probe_states=rl.kl_probe_states,
         seed=seed,
     )
 
@@ -100,6 +107,7 @@ def summary(result: TrainResult, hyper: RLHyper) -> dict[str, Any]:
     busy = result.generate_s + result.train_s
     reasons = Counter(g["reason"] for g in groups)
     tail = curve[-max(1, len(curve) // 10) :]
+    kls = [r["kl_to_sft"] for r in curve if _finite(r.get("kl_to_sft"))]
     return {
         "kind": hyper.algorithm.kind,
         "steps": len(curve),
@@ -110,14 +118,39 @@ def summary(result: TrainResult, hyper: RLHyper) -> dict[str, Any]:
         "accepted": sum(g["accepted"] for g in groups),
         "empty_steps": sum(1 - r["updated"] for r in curve),
         "reasons": {r: reasons.get(r, 0) for r in REASONS},
-        "reward_mean_first": curve[0]["reward_mean"] if curve else None,
-        "reward_mean_last10pct": sum(r["reward_mean"] for r in tail) / len(tail) if tail else None,
+        # With a +-1 reward and G samples, contrast and the competence bounds coincide
+        # unless the bounds are tighter than [1/G, 1 - 1/G]: groups with contrast that the
+        # competence bounds alone rejected (0 at the defaults, G = 8, [0.125, 0.875]).
+        "competence_rejected_with_contrast": reasons.get("too_hard", 0)
+        + reasons.get("too_easy", 0),
+        "kl_to_sft_final": kls[-1] if kls else None,
+        "reward_mean_first": _or_none(curve[0]["reward_mean"]) if curve else None,
+        "reward_mean_last10pct": _or_none(sum(r["reward_mean"] for r in tail) / len(tail))
+        if tail
+        else None,
         "accepted_fraction": sum(g["accepted"] for g in groups) / max(1, len(groups)),
         "wall_s": round(busy, 2),
         "generate_fraction": round(result.generate_s / busy, 4) if busy else None,
         "samples_per_s": round(samples / busy, 2) if busy else None,
         "steps_per_s": round(len(curve) / busy, 4) if busy else None,
     }
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and math.isfinite(v)
+
+
+def _or_none(v: Any) -> Any:
+    """JSON has no NaN: a term absent from a run (continued SFT has no reward) is null."""
+    return v if _finite(v) else None
+
+
+def trainer_class(kind: str) -> type[SalvageDSTrainer]:
+    if kind == "continued_sft":
+        from rmsweb.train.salvage_ds.continued_sft import ContinuedSFTTrainer
+
+        return ContinuedSFTTrainer
+    return SalvageDSTrainer
 
 
 def main(io: StageIO) -> None:
@@ -158,7 +191,7 @@ def main(io: StageIO) -> None:
     lora = lora_kwargs(m.lora)
     work_dir = checkpoint_dir(io.spec, "rl", io.out / "checkpoints", inputs=io.inputs, seed=io.seed)
     io.out.mkdir(parents=True, exist_ok=True)
-    trainer = SalvageDSTrainer(
+    trainer = trainer_class(rl.kind)(
         loaded.model,
         loaded.tokenizer,
         states,
@@ -176,6 +209,8 @@ def main(io: StageIO) -> None:
     write_curves(io.plot_path("curves.csv"), result.curve)
     metrics = summary(result, hyper)
     metrics["states"] = len(states)
+    metrics["trainable_params"] = sum(p.numel() for p in trainer.params)
+    metrics["reward_inverted"] = bool(rl.reward.invert)
     io.write_metrics(metrics)
     if work_dir == io.out / "checkpoints":  # local checkpoints go with the finished model
         shutil.rmtree(work_dir, ignore_errors=True)

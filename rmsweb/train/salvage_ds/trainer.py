@@ -49,7 +49,6 @@ and reproduces the same following losses.
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 import random
 import sys
@@ -70,10 +69,13 @@ from rmsweb.train.salvage_ds.batch import (
 )
 from rmsweb.train.salvage_ds.checkpoint import load_checkpoint, save_checkpoint
 from rmsweb.train.salvage_ds.gate import REASONS, GateDecision, GroupStats, gate, group_stats
-from rmsweb.train.salvage_ds.reward import Scored, parse_references, score
+from rmsweb.train.salvage_ds.kl_probe import kl_to_sft
+from rmsweb.train.salvage_ds.optim import adamw, freeze_embeddings, trainable
+from rmsweb.train.salvage_ds.reward import Scored, invert, parse_references, score
+from rmsweb.train.salvage_ds.seeds import derived_seed
 from rmsweb.train.salvage_ds.states import RLState
 
-KINDS: tuple[str, ...] = ("grpo", "dapo_ds", "salvage_ds")
+KINDS: tuple[str, ...] = ("grpo", "dapo_ds", "salvage_ds", "continued_sft")
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ def algorithm(
         return Algorithm(kind, gate=True, anchor_weight=0.0, max_resample=max_resample)
     if kind == "salvage_ds":
         return Algorithm(kind, gate=gate, anchor_weight=anchor_weight, max_resample=max_resample)
+    if kind == "continued_sft":  # the control: no sampling at all (continued_sft.py)
+        return Algorithm(kind, gate=False, anchor_weight=0.0, max_resample=0)
     raise ValueError(f"unknown RL kind {kind!r}; kinds: {', '.join(KINDS)}")
 
 
@@ -123,6 +127,13 @@ class RLHyper:
     save_steps: int = 50
     max_new_tokens: int = 48
     micro_batch_size: int | None = None  # sequences per forward/generate (None: all at once)
+    reward_sign: float = 1.0  # -1: the canary, every reward inverted
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
+    weight_decay: float = 0.0
+    freeze_embeddings: bool = False
+    kl_probe_states: int = 0  # states the KL to SFT is measured on (kl_probe.py; 0: off)
     seed: int = 0
     log_every: int = 0  # progress line every N steps on stderr (0: about 20 lines a run)
 
@@ -208,14 +219,9 @@ CURVE_COLUMNS: tuple[str, ...] = (
     "learning_rate",
     "generate_s",
     "train_s",
+    "kl_to_sft",  # at checkpoints and the last step (kl_probe.py); empty elsewhere
     *(f"reason_{r}" for r in REASONS),
 )
-
-
-def derived_seed(*parts: object) -> int:
-    """A 63-bit seed from any parts, the same in every process (no Python hash salt)."""
-    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
 
 
 # --------------------------------------------------------------------------- trainer
@@ -263,16 +269,21 @@ class SalvageDSTrainer:
             model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **lora))
         self.model = model
         self.is_peft = bool(lora)
-        # The KL reference: the frozen start. LoRA: the same network with adapters off.
+        # The KL reference (loss and probe): the frozen start. LoRA: adapters off.
         self.ref_model = None
-        if hyper.beta > 0 and not self.is_peft:
+        if (hyper.beta > 0 or hyper.kl_probe_states) and not self.is_peft:
             self.ref_model = copy.deepcopy(model).eval()
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        # AdamW with TRL/Trainer defaults (betas 0.9/0.999, no weight decay).
-        self.optimizer = torch.optim.AdamW(
-            self.params, lr=hyper.learning_rate, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0
+        if hyper.freeze_embeddings:
+            freeze_embeddings(self.model)
+        self.params = trainable(self.model)
+        self.optimizer = adamw(
+            self.params,
+            learning_rate=hyper.learning_rate,
+            betas=(hyper.adam_beta1, hyper.adam_beta2),
+            eps=hyper.adam_eps,
+            weight_decay=hyper.weight_decay,
         )
         self.warmup_steps = int(hyper.warmup_ratio * hyper.steps)
         self._prompts: dict[int, EncodedPrompt] = {}
@@ -383,6 +394,8 @@ class SalvageDSTrainer:
                 )
                 for t in texts
             ]
+            if h.reward_sign < 0:
+                scored = [invert(x) for x in scored]
             groups.append(self.make_group(idx, comps, texts, scored, round_))
         return groups
 
@@ -532,7 +545,8 @@ class SalvageDSTrainer:
                 [g.anchor_ids or [] for _, g in part],
                 [g.anchor_mask or [] for _, g in part],
             )
-            logps = self._logps(self.model, batch)
+            # A supervised term: at temperature 1, not the sampling temperature.
+            logps = self._logps(self.model, batch, temperature=1.0)
             nll, stats = action_anchor(logps, batch["loss_mask"], normalizer=out["tokens"])
             (weight * nll).backward()
             out["loss"] += float(nll.detach())
@@ -541,14 +555,13 @@ class SalvageDSTrainer:
                 out["per_group"][i] = float(stats.per_sequence_nll[k]) / n
         return out
 
-    def _logps(self, model: Any, batch: dict[str, Any]) -> Any:
+    def _logps(self, model: Any, batch: dict[str, Any], temperature: float | None = None) -> Any:
         from rmsweb.train.salvage_ds.loss import completion_logps
 
         inputs = {k: v for k, v in batch.items() if k not in ("loss_mask", "n_completion")}
         ids, attn = inputs.pop("input_ids"), inputs.pop("attention_mask")
-        return completion_logps(
-            model, ids, attn, batch["n_completion"], self.h.temperature, **inputs
-        )
+        t = self.h.temperature if temperature is None else temperature
+        return completion_logps(model, ids, attn, batch["n_completion"], t, **inputs)
 
     def _ref_logps(self, batch: dict[str, Any]) -> Any:
         import torch
@@ -671,6 +684,7 @@ class SalvageDSTrainer:
                     flush=True,
                 )
             if step % h.save_steps == 0 or step == h.steps:
+                row["kl_to_sft"] = kl_to_sft(self)
                 self.save_checkpoint()
             if self.on_step is not None:
                 self.on_step(row)

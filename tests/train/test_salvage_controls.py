@@ -1,0 +1,135 @@
+"""The RL stage's controls and knobs (issue: RL that moves the policy):
+the canary's inverted reward, continued SFT on the same draws, frozen embeddings, the
+optimizer settings, the anchor at temperature 1, and the KL probe to SFT."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from rmsweb.train.salvage_ds.continued_sft import ContinuedSFTTrainer
+from rmsweb.train.salvage_ds.kl_probe import exact_kl, kl_to_sft
+from rmsweb.train.salvage_ds.trainer import RLHyper, SalvageDSTrainer, algorithm
+
+
+def hyper(kind: str = "salvage_ds", **kw: Any) -> RLHyper:
+    base: dict[str, Any] = dict(
+        steps=2,
+        group_size=4,
+        batch_size=8,  # 2 states a step: the mechanics, not learning
+        learning_rate=1e-2,
+        algorithm=algorithm(kind, anchor_weight=1.0),
+        min_std=0.1,
+        competence_min=0.25,
+        competence_max=0.75,
+        save_steps=10,
+        temperature=0.5,
+    )
+    base.update(kw)
+    return RLHyper(**base)
+
+
+def test_canary_inverts_every_reward_and_keeps_the_gate(
+    tiny_model: Any, tiny_tokenizer: Any, make_states: Any, tmp_path: Path, script_generation: Any
+) -> None:
+    states = make_states(4)
+    groups = {}
+    for sign in (1.0, -1.0):
+        trainer = SalvageDSTrainer(
+            tiny_model, tiny_tokenizer, states, hyper(reward_sign=sign), tmp_path / str(sign)
+        )
+        script_generation(trainer, [0.5, 0.0, 1.0, 0.5], exact=True)
+        groups[sign] = trainer.rollout([0, 1, 2, 3], 1, 0)
+    for real, canary in zip(groups[1.0], groups[-1.0], strict=True):
+        assert canary.rewards == [-r for r in real.rewards]
+        assert [s.correct for s in canary.scored] == [s.correct for s in real.scored]
+        assert canary.decision == real.decision  # same groups accepted and anchored
+    assert [g.decision.reason for g in groups[-1.0]] == [
+        "accepted", "all_wrong", "all_right", "accepted"
+    ]  # fmt: skip
+
+
+def test_anchor_nll_is_taken_at_temperature_1(
+    tiny_model: Any, tiny_tokenizer: Any, make_states: Any, tmp_path: Path, script_generation: Any
+) -> None:
+    trainer = SalvageDSTrainer(tiny_model, tiny_tokenizer, make_states(2), hyper(), tmp_path)
+    script_generation(trainer, [0.0, 0.0], exact=True)  # all wrong: both anchored
+    groups = trainer.rollout([0, 1], 1, 0)
+    losses = trainer.loss_and_backward([], groups)
+    batch = trainer.collate(
+        [g.prompt for g in groups], [g.anchor_ids for g in groups], [g.anchor_mask for g in groups]
+    )
+    with torch.no_grad():
+        for t, expect_equal in ((1.0, True), (0.5, False)):
+            logps = trainer._logps(trainer.model, batch, temperature=t)
+            nll = float(-(logps * batch["loss_mask"]).sum() / batch["loss_mask"].sum())
+            assert math.isclose(nll, losses.anchor_loss, rel_tol=1e-5) == expect_equal, t
+
+
+def test_freeze_embeddings_keeps_them_and_trains_the_rest(
+    tiny_model: Any, tiny_tokenizer: Any, make_states: Any, tmp_path: Path, script_generation: Any
+) -> None:
+    emb = tiny_model.get_input_embeddings().weight.detach().clone()
+    block = next(p for n, p in tiny_model.named_parameters() if "mlp" in n).detach().clone()
+    h = hyper(freeze_embeddings=True, weight_decay=0.1, adam_beta2=0.95, adam_eps=1e-6)
+    trainer = SalvageDSTrainer(tiny_model, tiny_tokenizer, make_states(4), h, tmp_path)
+    assert trainer.optimizer.param_groups[0]["betas"] == (0.9, 0.95)
+    assert trainer.optimizer.param_groups[0]["weight_decay"] == 0.1
+    assert trainer.optimizer.param_groups[0]["eps"] == 1e-6
+    script_generation(trainer, [0.5] * 4, exact=True)
+    trainer.train_step(1)
+    assert torch.equal(tiny_model.get_input_embeddings().weight, emb)
+    assert torch.equal(tiny_model.get_output_embeddings().weight, emb)  # tied
+    moved = next(p for n, p in tiny_model.named_parameters() if "mlp" in n)
+    assert not torch.equal(moved, block)
+
+
+def test_exact_kl_by_hand() -> None:
+    # p = softmax([0, ln 3]) = (1/4, 3/4); q = (1/2, 1/2):
+    # KL = 1/4 ln(1/2) + 3/4 ln(3/2) = 0.130812...
+    logits = torch.tensor([[[0.0, math.log(3.0)], [0.0, 0.0]]])
+    ref = torch.zeros(1, 2, 2)
+    mask = torch.tensor([[1.0, 0.0]])  # the second position (KL 0) is masked out
+    kl = 0.25 * math.log(0.5) + 0.75 * math.log(1.5)
+    assert math.isclose(exact_kl(logits, ref, mask), kl, rel_tol=1e-5)
+    assert math.isclose(exact_kl(logits, ref, torch.ones(1, 2)), 0.130812 / 2, rel_tol=1e-4)
+
+
+def test_kl_probe_is_zero_at_the_start_and_grows_with_training(
+    tiny_model: Any, tiny_tokenizer: Any, make_states: Any, tmp_path: Path, script_generation: Any
+) -> None:
+    trainer = SalvageDSTrainer(
+        tiny_model, tiny_tokenizer, make_states(6), hyper(kl_probe_states=4), tmp_path
+    )
+    assert kl_to_sft(trainer) == pytest.approx(0.0, abs=1e-7)
+    script_generation(trainer, [0.5] * 6, exact=True)
+    for step in (1, 2, 3):
+        trainer.train_step(step)
+    assert kl_to_sft(trainer) > 1e-4
+    off = SalvageDSTrainer(tiny_model, tiny_tokenizer, make_states(2), hyper(), tmp_path / "o")
+    assert off.ref_model is None and math.isnan(kl_to_sft(off))
+
+
+def test_continued_sft_trains_on_the_rl_arms_draws(
+    tiny_model: Any, tiny_tokenizer: Any, make_states: Any, tmp_path: Path
+) -> None:
+    import copy
+
+    states = make_states(8)
+    rl = SalvageDSTrainer(copy.deepcopy(tiny_model), tiny_tokenizer, states, hyper(), tmp_path)
+    h = hyper("continued_sft", steps=6, learning_rate=3e-3)
+    sft = ContinuedSFTTrainer(tiny_model, tiny_tokenizer, states, h, tmp_path / "c")
+    for step in (1, 2):
+        assert sft.draw_states(step, 0, 2, set()) == rl.draw_states(step, 0, 2, set())
+    with torch.no_grad():
+        before, _ = sft.sft_backward(list(range(8)), backward=False)
+    result = sft.train()
+    assert [r["samples_generated"] for r in result.curve] == [0] * 6
+    assert all(r["updated"] == 1 and r["loss"] > 0 for r in result.curve)
+    with torch.no_grad():
+        after, _ = sft.sft_backward(list(range(8)), backward=False)
+    assert after < before  # supervised steps on the references lower their NLL
