@@ -8,6 +8,9 @@
 #
 # Needs `dvc repro sft-s0_miniwob-cpu mine-s0_miniwob-cpu` first. Output: runs/tune/NAME/
 # and one line: NAME val_success ... reward first -> last ... accepted ... wall seconds.
+# Environment: SFT=dir (default runs/sft/miniwob-cpu/s0), MINE=dir (default
+# runs/mine/miniwob-cpu/s0); MINE=new reruns the mine stage with the overrides into
+# runs/tune/NAME/mine (for mine.* settings), MINE=runs/tune/OTHER/mine reuses one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" DVC_NO_ANALYTICS=1 HF_HUB_OFFLINE=1
@@ -27,8 +30,16 @@ spec = load_experiment(Path("experiments/miniwob-cpu.yaml"), [*overrides, "eval.
 Path(out).write_text(render_params_yaml([spec]))
 PY
 start=$(date +%s)
+sft=${SFT:-runs/sft/miniwob-cpu/s0}
+mine=${MINE:-runs/mine/miniwob-cpu/s0}
+if [ "$mine" = new ]; then
+  mine=$d/mine
+  rmsweb mine --exp miniwob-cpu --params "$d/params.yaml" --seed 0 \
+    --in sft="$sft" --in collect=runs/collect/miniwob-cpu \
+    --out "$mine" --metrics "$d/mine.json" > "$d/mine.log" 2>&1
+fi
 rmsweb rl --exp miniwob-cpu --params "$d/params.yaml" --seed 0 \
-  --in mine=runs/mine/miniwob-cpu/s0 --in sft=runs/sft/miniwob-cpu/s0 \
+  --in mine="$mine" --in sft="$sft" \
   --out "$d/rl" --metrics "$d/rl.json" > "$d/rl.log" 2>&1
 rmsweb eval --exp miniwob-cpu --params "$d/params.yaml" --policy rl --seed 0 \
   --in policy="$d/rl" --out "$d/eval" --metrics "$d/eval.json" > "$d/eval.log" 2>&1
@@ -39,8 +50,13 @@ import sys
 name, d, wall = sys.argv[1:]
 r = json.load(open(f"{d}/rl.json"))
 e = json.load(open(f"{d}/eval.json"))
+def f(v):
+    return "-" if v is None else f"{v:.3f}"
+
+
 print(
-    f"{name} val_success={e['success']} reward {r['reward_mean_first']:.3f} -> "
-    f"{r['reward_mean_last10pct']:.3f} accepted={r['accepted_fraction']:.3f} wall_s={wall}"
+    f"{name} val_success={e['success']} reward {f(r['reward_mean_first'])} -> "
+    f"{f(r['reward_mean_last10pct'])} accepted={r['accepted_fraction']:.3f} "
+    f"kl_to_sft={f(r.get('kl_to_sft_final'))} states={r['states']} wall_s={wall}"
 )
 PY
