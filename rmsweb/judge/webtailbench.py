@@ -31,7 +31,7 @@ import json
 import re
 from typing import Any
 
-from rmsweb.judge.client import JudgeClient, image_part, text_part
+from rmsweb.judge.client import JUDGE_FAILED, JudgeClient, image_part, text_part
 from rmsweb.judge.episode import JudgeInput
 from rmsweb.judge.types import JudgeOutcome
 
@@ -143,7 +143,9 @@ async def judge(
     if not inp.screenshots:
         raise ValueError(f"{inp.episode_id}: WebTailBench's judge needs screenshots")
     reply = await client.ask(
-        build_messages(inp, last_k or LAST_K), max_tokens=max_tokens or MAX_TOKENS
+        build_messages(inp, last_k or LAST_K),
+        max_tokens=max_tokens or MAX_TOKENS,
+        valid=lambda text: parse_evaluation(text) is not None,
     )
     verdict = parse_evaluation(reply.text)
     client.record(
@@ -152,7 +154,7 @@ async def judge(
         task_id=inp.task_id,
         protocol=PROTOCOL,
         call="verdict",
-        verdict="success" if verdict else "failure",
+        verdict=JUDGE_FAILED if verdict is None else "success" if verdict else "failure",
         parse_ok=verdict is not None,
     )
     return JudgeOutcome(

@@ -245,7 +245,7 @@ def test_webjudge_without_relevant_screenshots_judges_from_the_history(
             return "no header here, 1. open the page"  # malformed: fallback parsing
         if system == webjudge.IMAGE_SYSTEM:
             return "I cannot see anything relevant."  # no score: 0, not kept
-        return "The agent did it."  # no "Status:": failure, parse_ok false
+        return "The agent did it."  # no "Status:": asked again, then a judge failure
 
     backend = scripted(reply)
     client = JudgeClient(backend)
@@ -254,5 +254,21 @@ def test_webjudge_without_relevant_screenshots_judges_from_the_history(
     assert outcome.details["scores"] == [0] * 5 and outcome.details["kept"] == 0
     final = backend.requests[-1]["messages"][1]["content"]
     assert len(final) == 1 and "important snapshots" not in final[0]["text"]
-    assert [r.parse_ok for r in client.rows] == [False] * 7
-    assert client.rows[-1].verdict == "failure"
+    # key points usable (no retry); 5 screenshots and the verdict asked 3 times each
+    assert len(backend.requests) == 1 + 6 * 3
+    assert [r.parse_ok for r in client.rows] == [False] * (1 + 6 * 3)
+    assert [r.call for r in client.rows if r.verdict] == ["final"]
+    assert client.rows[-1].verdict == "judge_failed"
+    # an unscored screenshot keeps the reference's score 0 after its retries
+    assert [r.score for r in client.rows if r.call == "image_score"] == [None, None, 0] * 5
+
+
+def test_webjudge_without_key_points_stops_as_a_judge_failure(example_small, scripted) -> None:
+    backend = scripted(lambda messages: "")  # a reasoning model out of tokens, every time
+    client = JudgeClient(backend)
+    outcome = asyncio.run(webjudge.judge(read_trajectory(example_small), client))
+    assert (outcome.success, outcome.parse_ok) == (False, False)
+    assert len(backend.requests) == 3  # the key-point call, asked 3 times; nothing else
+    assert [(r.call, r.verdict) for r in client.rows] == [
+        ("key_points", None), ("key_points", None), ("key_points", "judge_failed"),
+    ]  # fmt: skip
