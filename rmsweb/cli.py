@@ -305,11 +305,16 @@ def export_om2w(
     out: Annotated[Path, typer.Argument(help="Folder to write <task_id>/ folders into.")],
 ) -> None:
     """Write a run's episodes in the Online-Mind2Web judge-input layout (result.json and
-    trajectory/<N>_full_screenshot.png per task), for the benchmark authors' evaluator."""
+    trajectory/<N>_full_screenshot.png per task), for the benchmark authors' evaluator:
+    one folder per task (per task and seed when a task ran at several seeds), episodes
+    that ended in an environment error included, further attempts under <task>/attempts/."""
 
     def go() -> None:
-        folders = load_impl("rmsweb.judge.om2w_layout", "export_run_dir")(run_dir, out)
-        typer.echo(f"wrote {len(folders)} trajectory folder(s) to {out}")
+        done = load_impl("rmsweb.judge.om2w_layout", "export_run_dir")(run_dir, out)
+        typer.echo(
+            f"wrote {len(done.folders)} task folder(s) to {out} ({done.env_errors} ended in "
+            f"an environment error; {done.attempts} further attempt(s) under <task>/attempts/)"
+        )
 
     run_guarded(go)
 

@@ -260,7 +260,7 @@ def test_live_eval_stage_judges_reports_exports_and_imports(
     # ---- out in the Online-Mind2Web layout, back in through judge-om2w: same verdicts
     layout = tmp_path / "om2w"
     result = CliRunner().invoke(app, ["export-om2w", str(out), str(layout)])
-    assert result.exit_code == 0 and "wrote 2 trajectory folder(s)" in result.output
+    assert result.exit_code == 0 and "wrote 2 task folder(s)" in result.output
     folder = layout / ids["test"].replace(" ", "_")
     exported = json.loads((folder / "result.json").read_text())
     assert exported["final_result_response"] == "$12.50"
