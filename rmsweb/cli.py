@@ -77,6 +77,8 @@ def validate(
 ) -> None:
     """Validate experiment specs; report every error as file:line:col key: message."""
     from rmsweb.compile import discover, load_specs
+    from rmsweb.spec.judge_check import self_judging
+    from rmsweb.spec.loader import display_path
 
     def go() -> None:
         targets = paths or [Path("experiments")]
@@ -84,9 +86,12 @@ def validate(
         if missing:
             raise UserError("no such file or folder: " + ", ".join(map(str, missing)))
         files = discover(targets)
-        specs, _, errors = load_specs(files, override or [])
+        specs, sources, errors = load_specs(files, override or [])
         if errors:
             raise SpecErrors(errors)
+        for spec in specs:  # warnings: the spec is valid, exit 0
+            for warning in self_judging(spec):
+                typer.echo(f"warning: {display_path(sources[spec.name])} {warning}", err=True)
         if not quiet:
             for spec in specs:
                 typer.echo(f"ok  {spec.name}")
