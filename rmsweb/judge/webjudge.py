@@ -2,8 +2,9 @@
 """Online-Mind2Web's WebJudge (Xue et al., 2025): three kinds of calls per episode.
 
 Source: OSU-NLP-Group/Online-Mind2Web src/methods/webjudge_online_mind2web.py and
-src/utils.py (as vendored, unchanged, in microsoft/fara webeval/benchmarks/om2w/impl;
-MIT). The prompts below are that file's, verbatim (tests/judge pins them). As there:
+src/utils.py (as vendored, unchanged, in microsoft/fara webeval/benchmarks/om2w/impl at
+commit 3f3f1fd82cc2769a6630932d1670bac7349f4a42; MIT). The prompts below are that file's,
+verbatim (tests/judge pins them). As there:
 1. key points: the task alone -> a numbered list of its explicit requirements; the
    text after "**Key Points**:" (else after "Key Points:") is kept, blank lines
    dropped, lines left-stripped;
