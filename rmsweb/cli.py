@@ -77,6 +77,8 @@ def validate(
 ) -> None:
     """Validate experiment specs; report every error as file:line:col key: message."""
     from rmsweb.compile import discover, load_specs
+    from rmsweb.spec.judge_check import self_judging
+    from rmsweb.spec.loader import display_path
 
     def go() -> None:
         targets = paths or [Path("experiments")]
@@ -84,9 +86,12 @@ def validate(
         if missing:
             raise UserError("no such file or folder: " + ", ".join(map(str, missing)))
         files = discover(targets)
-        specs, _, errors = load_specs(files, override or [])
+        specs, sources, errors = load_specs(files, override or [])
         if errors:
             raise SpecErrors(errors)
+        for spec in specs:  # warnings: the spec is valid, exit 0
+            for warning in self_judging(spec):
+                typer.echo(f"warning: {display_path(sources[spec.name])} {warning}", err=True)
         if not quiet:
             for spec in specs:
                 typer.echo(f"ok  {spec.name}")
@@ -327,11 +332,16 @@ def export_om2w(
     out: Annotated[Path, typer.Argument(help="Folder to write <task_id>/ folders into.")],
 ) -> None:
     """Write a run's episodes in the Online-Mind2Web judge-input layout (result.json and
-    trajectory/<N>_full_screenshot.png per task), for the benchmark authors' evaluator."""
+    trajectory/<N>_full_screenshot.png per task), for the benchmark authors' evaluator:
+    one folder per task (per task and seed when a task ran at several seeds), episodes
+    that ended in an environment error included, further attempts under <task>/attempts/."""
 
     def go() -> None:
-        folders = load_impl("rmsweb.judge.om2w_layout", "export_run_dir")(run_dir, out)
-        typer.echo(f"wrote {len(folders)} trajectory folder(s) to {out}")
+        done = load_impl("rmsweb.judge.om2w_layout", "export_run_dir")(run_dir, out)
+        typer.echo(
+            f"wrote {len(done.folders)} task folder(s) to {out} ({done.env_errors} ended in "
+            f"an environment error; {done.attempts} further attempt(s) under <task>/attempts/)"
+        )
 
     run_guarded(go)
 

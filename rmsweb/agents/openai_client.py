@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from rmsweb.agents.model_family import sampling_params
 from rmsweb.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -142,8 +143,12 @@ class ChatClient:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
-            "max_tokens": max_tokens if max_tokens is not None else self.max_tokens,
-            "temperature": temperature if temperature is not None else self.temperature,
+            # reasoning models: max_completion_tokens and no temperature (model_family.py)
+            **sampling_params(
+                self.model,
+                max_tokens if max_tokens is not None else self.max_tokens,
+                temperature if temperature is not None else self.temperature,
+            ),
         }
         if seed is not None:
             body["seed"] = seed

@@ -33,7 +33,9 @@ from rmsweb.stages import STAGES
 from .graph import Stage
 
 # Names only: values are given at launch time (`--secret NAME`) and never written down.
-SECRETS = ("HF_TOKEN", "OPENAI_API_KEY", "WANDB_API_KEY")
+# Only what something reads: the Hub token (model downloads) and the key of the
+# OpenAI-compatible endpoints (teachers, judges, hosted policies). No experiment tracker.
+SECRETS = ("HF_TOKEN", "OPENAI_API_KEY")
 WORKDIR = "~/sky_workdir"
 BUCKET_MOUNT = "/rmsweb"  # the checkpoint bucket, on every node
 BUCKET_PREFIX = "RMSWEB_BUCKET_PREFIX"

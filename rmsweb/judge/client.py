@@ -1,13 +1,28 @@
-"""The judges' model client: rmsweb's OpenAI-compatible ChatClient (retries, concurrency,
-key handling live there) plus a response cache and token/cost accounting.
+"""The judges' model client: rmsweb's OpenAI-compatible ChatClient (HTTP retries,
+concurrency, key handling and the request parameters of each model family live there,
+rmsweb.agents.model_family) plus judge failures, a response cache and token/cost accounting.
+
+Model families. A reasoning model (o4-mini, o3, gpt-5*) is sent `max_completion_tokens`,
+at least REASONING_MIN_COMPLETION_TOKENS since its hidden reasoning counts against it,
+and no temperature (OpenAI refuses both `max_tokens` and a temperature for these models);
+every other model gets the protocol's `max_tokens` and the spec's temperature.
+
+Judge failures. An empty reply (a reasoning model that spent its cap before answering,
+a refusal) or one the protocol cannot read (no verdict, no score) says nothing about the
+task. `ask(..., valid=...)` asks again, up to `retries` more times; the rejected replies
+ride on the answer (`Reply.rejected`) and `record` stores each as a JudgmentRow with
+parse_ok false and a note, so what they cost is counted. If every ask fails, the protocol
+records the episode's verdict as "judge_failed" (JUDGE_FAILED): a failure in the success
+rate, counted apart from a judged "failure" in the report (rmsweb.report.live).
 
 Cache. A judge call is a pure function of its request (model, messages with their
-images, max_tokens, temperature, seed) as far as rmsweb is concerned, so the answer
-is stored under sha256(canonical JSON of the request) and a repeated request (a rerun
+images, the length cap and temperature as sent, seed) as far as rmsweb is concerned, so
+the answer is stored under sha256(canonical JSON of the request) and a repeated request (a rerun
 of the eval stage, re-judging after a parser fix, an imported run judged twice) is
 answered from disk: no call, no tokens, no dollars. Sampling judges (temperature > 0)
-are cached too; delete the cache folder to draw again. The folder is the caller's
-choice, outside any DVC output so it survives stage reruns.
+are cached too; delete the cache folder to draw again. Only usable replies are cached:
+a judge failure is asked again next time. The folder is the caller's choice, outside any
+DVC output so it survives stage reruns.
 
 Accounting. Every call, cached or not, becomes a `JudgmentRow` (the judgments table)
 with its inputs' hash, the output, the parsed verdict or score, tokens and dollars at
@@ -21,12 +36,16 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from rmsweb.agents.model_family import sampling_params
 from rmsweb.store.rows import JudgmentRow
+
+JUDGE_RETRIES = 2  # asks after an empty or unreadable reply (3 in all)
+JUDGE_FAILED = "judge_failed"  # the verdict of an episode the judge never answered usably
 
 
 class ChatBackend(Protocol):
@@ -55,6 +74,8 @@ class Reply:
     inputs_hash: str
     cached: bool
     latency_s: float
+    # earlier replies to the same request that were empty or unreadable (asked again)
+    rejected: tuple[Reply, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +104,11 @@ def request_hash(
     model: str,
     messages: Sequence[dict[str, Any]],
     max_tokens: int,
-    temperature: float,
+    temperature: float | None,
     seed: int | None,
 ) -> str:
-    """sha256 of the request as sent (images included, base64 and all)."""
+    """sha256 of the request as sent (images included, base64 and all); for a reasoning
+    model `max_tokens` is the completion cap sent and `temperature` None (none is sent)."""
     body = {
         "model": model,
         "messages": list(messages),
@@ -146,6 +168,7 @@ class JudgeClient:
         input_usd_per_mtok: float = 0.0,
         output_usd_per_mtok: float = 0.0,
         cache: ResponseCache | None = None,
+        retries: int = JUDGE_RETRIES,
     ) -> None:
         self.backend = backend
         self.model = backend.model
@@ -154,22 +177,54 @@ class JudgeClient:
         self.input_usd_per_mtok = input_usd_per_mtok
         self.output_usd_per_mtok = output_usd_per_mtok
         self.cache = cache  # None: every request goes to the model
+        self.retries = retries  # asks after an empty or unreadable reply
         self.rows: list[JudgmentRow] = []  # recorded and not yet taken by a writer
         self._totals = Totals(0, 0, 0, 0, 0.0)
 
-    async def ask(self, messages: list[dict[str, Any]], *, max_tokens: int) -> Reply:
-        key = request_hash(self.model, messages, max_tokens, self.temperature, self.seed)
+    async def ask(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        valid: Callable[[str], bool] | None = None,
+    ) -> Reply:
+        """The model's answer to `messages`. An empty reply, or one `valid` rejects, is
+        asked again up to `retries` times; the last reply is returned either way, with
+        the rejected ones in `Reply.rejected`."""
+        sent = sampling_params(self.model, max_tokens, self.temperature)
+        key = request_hash(
+            self.model,
+            messages,
+            sent.get("max_tokens", sent.get("max_completion_tokens")),
+            sent.get("temperature"),
+            self.seed,
+        )
+
+        def usable(text: str) -> bool:
+            return bool(text.strip()) and (valid is None or valid(text))
+
         hit = self.cache.get(key) if self.cache is not None else None
-        if hit is not None:
+        if hit is not None and usable(hit["text"]):
             return Reply(hit["text"], hit["tokens_in"], hit["tokens_out"], key, True, 0.0)
+        rejected: list[Reply] = []
+        while True:
+            reply = await self._call(messages, max_tokens, key)
+            if usable(reply.text):
+                if self.cache is not None:
+                    entry = {"text": reply.text, "tokens_in": reply.tokens_in}
+                    self.cache.put(key, {**entry, "tokens_out": reply.tokens_out})
+                return replace(reply, rejected=tuple(rejected))
+            if len(rejected) == self.retries:
+                return replace(reply, rejected=tuple(rejected))
+            rejected.append(reply)
+
+    async def _call(self, messages: list[dict[str, Any]], max_tokens: int, key: str) -> Reply:
         t = time.perf_counter()
         text, usage = await self.backend.chat(
             messages, max_tokens=max_tokens, temperature=self.temperature, seed=self.seed
         )
         latency = time.perf_counter() - t
         tokens_in, tokens_out = usage["prompt_tokens"], usage["completion_tokens"]
-        if self.cache is not None:
-            self.cache.put(key, {"text": text, "tokens_in": tokens_in, "tokens_out": tokens_out})
         return Reply(text, tokens_in, tokens_out, key, False, latency)
 
     def cost_usd(self, tokens_in: int, tokens_out: int) -> float:
@@ -189,7 +244,33 @@ class JudgeClient:
         parse_ok: bool = True,
         note: str | None = None,
     ) -> JudgmentRow:
-        """Store one call (or, with `reply` None, a verdict reached without one)."""
+        """Store one call (or, with `reply` None, a verdict reached without one). The
+        replies it rejected first are stored before it as judge failures (parse_ok false,
+        no verdict), so their tokens and dollars are counted too."""
+        ids = {"episode_id": episode_id, "task_id": task_id, "protocol": protocol}
+        for bad in reply.rejected if reply is not None else ():
+            why = "empty reply" if not bad.text.strip() else "unreadable reply"
+            self._row(bad, **ids, call=call, index=index, verdict=None, score=None,
+                      parse_ok=False, note=f"judge failure ({why}): asked again")  # fmt: skip
+        return self._row(
+            reply, **ids, call=call, index=index, verdict=verdict, score=score,
+            parse_ok=parse_ok, note=note,
+        )  # fmt: skip
+
+    def _row(
+        self,
+        reply: Reply | None,
+        *,
+        episode_id: str,
+        task_id: str,
+        protocol: str,
+        call: str,
+        index: int,
+        verdict: str | None,
+        score: float | None,
+        parse_ok: bool,
+        note: str | None,
+    ) -> JudgmentRow:
         spent = reply is not None and not reply.cached
         row = JudgmentRow(
             episode_id=episode_id,

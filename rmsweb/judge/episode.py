@@ -1,5 +1,6 @@
 """What a live-benchmark judge sees of one episode: the task, the final answer, the
-actions taken, the agent's thoughts and one screenshot per step.
+actions taken, the agent's thoughts and the screenshots: one per step and the page
+after the last action.
 
 Built from rmsweb's stored episodes (`from_record`) or read from another agent's run
 in the Online-Mind2Web layout (om2w_layout.py). The action history excludes the final
@@ -28,7 +29,9 @@ class JudgeInput:
     answer: str | None  # the final answer (None: the agent never answered)
     actions: list[str] = field(default_factory=list)  # readable, in order, final answer left out
     thoughts: list[str] = field(default_factory=list)  # one per action ("" when none)
-    screenshots: list[bytes] = field(default_factory=list)  # PNGs, one per step, in order
+    # PNGs in order: one per step (the page it acted on), then the page after the last
+    # action when no step shows it (N+1 for N actions, as Online-Mind2Web's layout has)
+    screenshots: list[bytes] = field(default_factory=list)
     date: dt.date | None = None  # when the agent ran ("today" for date-aware prompts)
 
 
@@ -50,6 +53,10 @@ def from_record(record: EpisodeRecord, pngs: Mapping[str, bytes] | None = None) 
         thought, _ = split_thought(step.output_text)
         actions.append(describe_action(step.action, step.obs_text))
         thoughts.append(thought or "")
+    if ep.final_screenshot is not None:  # the page after the last action (runner.py)
+        if ep.final_screenshot not in shots:
+            raise KeyError(f"{ep.episode_id}: final screenshot not found")
+        screenshots.append(shots[ep.final_screenshot])
     started = dt.datetime.fromtimestamp(ep.started_at).date() if ep.started_at else None
     return JudgeInput(
         episode_id=ep.episode_id,

@@ -5,7 +5,9 @@ own judge (rmsweb.judge.protocols: WebVoyager, WebJudge, WebTailBench) reads the
 the final answer, the actions and the screenshots, and `LiveJudge.judge` writes its
 verdict into the record:
 1. success, and reward 1.0 / 0.0, from the verdict (an unparsable verdict is a failure);
-2. the task's category (site, level or segment), so reports can group by it;
+2. the task's category (site, level or segment), so reports can group by it, and its
+   goal where the episode never got to read it (an environment error before the start
+   page loaded), so an export still says what the task was;
 3. the judge's calls as JudgmentRows on the record. The ShardWriter stores them in the
    same shard as the episode, so a resumed run never holds an episode without its
    judgments and never pays to judge it twice.
@@ -65,6 +67,7 @@ class LiveJudge:
         *,
         options: Mapping[str, Any] | None = None,
         categories: Mapping[str, str] | None = None,
+        goals: Mapping[str, str] | None = None,
         reference_lengths: Mapping[str, int | None] | None = None,
         detour_slack: float = 0.2,
     ) -> None:
@@ -72,6 +75,7 @@ class LiveJudge:
         self.protocol = protocol
         self.options = dict(options or {})
         self.categories = dict(categories or {})
+        self.goals = dict(goals or {})
         self.reference_lengths = dict(reference_lengths or {})
         self.detour_slack = detour_slack
 
@@ -79,6 +83,7 @@ class LiveJudge:
         """Judge a stored-to-be episode in place; None when it was not judged (env error)."""
         ep = record.episode
         ep.category = self.categories.get(ep.task_id, ep.category)
+        ep.instruction = ep.instruction or self.goals.get(ep.task_id, "")
         if ep.error is not None:
             ep.success, ep.reward = False, 0.0
             return None
@@ -122,6 +127,7 @@ def build_live_judge(
         protocol_for(suite_spec.kind, spec.protocol),
         options=judge_options(spec),
         categories={t.id: t.category for t in infos},
+        goals={t.id: t.goal for t in infos},
         reference_lengths={t.id: t.reference_length for t in infos},
         detour_slack=detour_slack,
     )

@@ -4,7 +4,8 @@ One folder per task, named by its task id:
 
     <task_id>/result.json                    task_id, task, final_result_response,
                                              action_history, thoughts
-    <task_id>/trajectory/<N>_full_screenshot.png   one per step, N = 0, 1, ...
+    <task_id>/trajectory/<N>_full_screenshot.png   one per step, N = 0, 1, ..., and the
+                                             page after the last action
 
 This is what the authors' evaluator (src/run.py, "v1" results) reads, so rmsweb's runs
 can be judged by their scripts, and runs of other agents in this layout can be judged
@@ -12,6 +13,24 @@ by rmsweb (`read_trajectory`). The newer "online-mind2web-v2" result.json (a lis
 {action, thought, screenshot} steps, `agent_final_answer`) is read too. As in the
 reference reader, screenshots of a v1 run are ordered by the first number in their
 file name, and the final answer is not part of the action history.
+
+Exports score what rmsweb scores. The authors' script (OSU-NLP-Group/Online-Mind2Web
+src/run.py at ccdeb0d6327c1bb48ae15f35afa2dfedb21bb60e, `parallel_eval`) judges every
+folder directly under the run and divides the successes by the number of folders. So
+`export_run` writes exactly one top-level folder per unit rmsweb's eval metric counts,
+a (task, seed) (live suites run each task once, at seed 0: one folder per task):
+1. every episode has its folder, environment errors too: no actions, no answer, no
+   screenshots and "rmsweb_error" in result.json; rmsweb counts them as failures, and a
+   judge shown nothing to judge does too (leaving them out would flatter the run);
+2. the scored episode is attempt 0 (the eval stage runs only that; in a collect run the
+   later attempts were conditioned on reflections); the other attempts are kept beside
+   it, inside its folder as <task_id>/attempts/a<k>/ in the same layout, where the
+   authors' script does not look (it reads only result.json and trajectory/);
+3. the screenshots are N+1 for N actions (the runner stores the last page;
+   rmsweb.judge.episode).
+A run with several seeds per task gets folders <task_id>__s<seed>: one per unit, so the
+authors' success rate (pooled over folders) equals rmsweb's (mean over tasks of the
+per-task rate) when every task has the same seeds, as in an eval run.
 """
 
 from __future__ import annotations
@@ -19,6 +38,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +55,27 @@ def screenshot_name(i: int) -> str:
     return f"{i}_full_screenshot.png"
 
 
-def write_trajectory(inp: JudgeInput, out_dir: Path, folder: str | None = None) -> Path:
-    """Write one trajectory as <out_dir>/<folder or task_id>/; returns that folder."""
+ATTEMPTS = "attempts"
+ERROR_KEY = "rmsweb_error"  # in result.json of an episode that ended in an environment error
+
+
+@dataclass(frozen=True)
+class Export:
+    """What `export_run` wrote."""
+
+    folders: list[Path]  # one per scored (task, seed), directly under the output folder
+    attempts: int = 0  # further attempts kept under <folder>/attempts/
+    env_errors: int = 0  # scored episodes that ended in an environment error
+
+
+def write_trajectory(
+    inp: JudgeInput, out_dir: Path, folder: str | None = None, error: str | None = None
+) -> Path:
+    """Write one trajectory as <out_dir>/<folder or task_id>/; returns that folder.
+    `error`: the environment error that ended the episode (stored as rmsweb_error)."""
     target = Path(out_dir) / (folder or inp.task_id)
     shots = target / TRAJECTORY
-    shots.mkdir(parents=True, exist_ok=True)
+    shots.mkdir(parents=True, exist_ok=True)  # also when empty: the authors' script lists it
     for old in shots.glob("*_full_screenshot.png"):
         old.unlink()  # a rewrite must not keep a longer earlier run's tail
     for i, png in enumerate(inp.screenshots):
@@ -51,6 +87,8 @@ def write_trajectory(inp: JudgeInput, out_dir: Path, folder: str | None = None) 
         "action_history": inp.actions,
         "thoughts": inp.thoughts,
     }
+    if error is not None:
+        result[ERROR_KEY] = error
     # indent 4, no final newline: as the authors' example result.json is written
     (target / RESULT).write_text(json.dumps(result, indent=4, ensure_ascii=False))
     return target
@@ -58,33 +96,51 @@ def write_trajectory(inp: JudgeInput, out_dir: Path, folder: str | None = None) 
 
 def export_run(
     records: Iterable[EpisodeRecord], out_dir: Path, pngs: Mapping[str, bytes] | None = None
-) -> list[Path]:
-    """Write every episode of a run. A task met more than once (seeds, attempts) gets
-    folders <task_id>__s<seed>_a<attempt>, since one folder is one judged run."""
-    records = list(records)
-    seen: dict[str, int] = {}
+) -> Export:
+    """Write every episode of a run: one folder per (task, seed), its attempt 0 scored
+    and the other attempts beside it (see the module docstring)."""
+    units: dict[tuple[str, int], list[EpisodeRecord]] = {}
     for r in records:
-        seen[r.episode.task_id] = seen.get(r.episode.task_id, 0) + 1
-    out = []
-    for r in records:
-        ep = r.episode
-        name = ep.task_id if seen[ep.task_id] == 1 else f"{ep.task_id}__s{ep.seed}_a{ep.attempt}"
-        out.append(write_trajectory(from_record(r, pngs), out_dir, _safe(name)))
-    return out
+        units.setdefault((r.episode.task_id, r.episode.seed), []).append(r)
+    seeds: dict[str, set[int]] = {}
+    for task, seed in units:
+        seeds.setdefault(task, set()).add(seed)
+    by_seed = any(len(s) > 1 for s in seeds.values())
+    names: dict[str, tuple[str, int]] = {}
+    folders, attempts, env_errors = [], 0, 0
+    for (task, seed), recs in units.items():
+        name = _safe(f"{task}__s{seed}" if by_seed else task)
+        if name in names:
+            raise UserError(
+                f"tasks {names[name][0]!r} and {task!r} would share the folder {name!r}; "
+                "export them to separate folders."
+            )
+        names[name] = (task, seed)
+        scored, *others = sorted(recs, key=lambda r: r.episode.attempt)
+        folder = _write(scored, Path(out_dir), name, pngs)
+        env_errors += scored.episode.error is not None
+        for r in others:
+            _write(r, folder / ATTEMPTS, f"a{r.episode.attempt}", pngs)
+            attempts += 1
+        folders.append(folder)
+    return Export(folders, attempts, env_errors)
 
 
-def export_run_dir(run_dir: Path, out_dir: Path) -> list[Path]:
+def _write(rec: EpisodeRecord, out_dir: Path, name: str, pngs: Mapping[str, bytes] | None) -> Path:
+    return write_trajectory(from_record(rec, pngs), out_dir, name, error=rec.episode.error)
+
+
+def export_run_dir(run_dir: Path, out_dir: Path) -> Export:
     """`rmsweb export-om2w`: every episode of a stored run (its folder of tables) in the
-    layout under `out_dir`; episodes that ended in an environment error have no
-    trajectory and are left out."""
+    layout under `out_dir`, environment errors included (see the module docstring)."""
     from rmsweb.store.layout import is_run_dir
     from rmsweb.store.reader import read_records
 
     if not is_run_dir(Path(run_dir)):
         raise UserError(f"{run_dir}: not a run folder (no episodes/ ... tables in it).")
-    records = [r for r in read_records(Path(run_dir)) if r.episode.error is None and r.steps]
+    records = read_records(Path(run_dir))
     if not records:
-        raise UserError(f"{run_dir}: no finished episodes to export.")
+        raise UserError(f"{run_dir}: no episodes to export.")
     return export_run(records, Path(out_dir))
 
 

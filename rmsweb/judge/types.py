@@ -51,6 +51,8 @@ class JudgeOutcome:
 
     protocol: str
     success: bool
-    parse_ok: bool  # the deciding reply had the protocol's form (else: failure)
+    # the deciding reply had the protocol's form; false: a judge failure (no usable
+    # reply after the retries), a failure counted apart from a judged one
+    parse_ok: bool
     reason: str = ""  # the deciding reply (or why no call was made)
     details: dict = field(default_factory=dict)  # e.g. WebJudge key points and scores

@@ -2,8 +2,9 @@
 """Online-Mind2Web's WebJudge (Xue et al., 2025): three kinds of calls per episode.
 
 Source: OSU-NLP-Group/Online-Mind2Web src/methods/webjudge_online_mind2web.py and
-src/utils.py (as vendored, unchanged, in microsoft/fara webeval/benchmarks/om2w/impl;
-MIT). The prompts below are that file's, verbatim (tests/judge pins them). As there:
+src/utils.py (as vendored, unchanged, in microsoft/fara webeval/benchmarks/om2w/impl at
+commit 3f3f1fd82cc2769a6630932d1670bac7349f4a42; MIT). The prompts below are that file's,
+verbatim (tests/judge pins them). As there:
 1. key points: the task alone -> a numbered list of its explicit requirements; the
    text after "**Key Points**:" (else after "Key Points:") is kept, blank lines
    dropped, lines left-stripped;
@@ -16,7 +17,13 @@ MIT). The prompts below are that file's, verbatim (tests/judge pins them). As th
    at most 50 -> "Status: success|failure"; success when "success" appears in the
    lower-cased text after the first "status:", failure otherwise (also when there is
    no "status:", which rmsweb marks parse_ok false).
-Departures: the reference's generate() default max_tokens (512) is used for all three;
+Judge failures (client.py): an empty key-point list, a screenshot reply without a
+score and a verdict without "status:" are asked again. Key points still empty: the
+episode's verdict is "judge_failed" and no further call is made; a screenshot still
+unscored gets 0 (the reference's value) and the episode goes on; a verdict still without
+"status:" is "judge_failed". Both are failures, counted apart from judged ones.
+Departures: the reference's generate() default max_tokens (512) is used for all three
+(a reasoning model gets a larger completion cap: rmsweb.agents.model_family);
 kept screenshots go to the verdict call as JPEG labelled image/jpeg (the reference
 sends the same JPEG bytes labelled image/png); a screenshot whose reply has no score
 contributes no reasoning (the reference may reuse the previous screenshot's).
@@ -29,7 +36,7 @@ import io
 import re
 from typing import Any
 
-from rmsweb.judge.client import JudgeClient, image_part, text_part
+from rmsweb.judge.client import JUDGE_FAILED, JudgeClient, image_part, text_part
 from rmsweb.judge.episode import JudgeInput
 from rmsweb.judge.types import JudgeOutcome
 
@@ -211,13 +218,27 @@ async def judge(
     ids = {"episode_id": inp.episode_id, "task_id": inp.task_id, "protocol": PROTOCOL}
     limit = max_tokens or MAX_TOKENS
 
-    reply = await client.ask(key_points_messages(inp.task), max_tokens=limit)
+    reply = await client.ask(
+        key_points_messages(inp.task),
+        max_tokens=limit,
+        valid=lambda text: bool(parse_key_points(text)[0].strip()),
+    )
     key_points, ok = parse_key_points(reply.text)
+    if not key_points.strip():  # nothing to judge against: no further calls
+        client.record(reply, **ids, call="key_points", verdict=JUDGE_FAILED, parse_ok=False)
+        return JudgeOutcome(PROTOCOL, success=False, parse_ok=False, reason=reply.text)
     client.record(reply, **ids, call="key_points", parse_ok=ok)
 
     jpegs = [to_jpeg(png) for png in inp.screenshots]
     replies = await asyncio.gather(
-        *(client.ask(image_messages(inp.task, key_points, j), max_tokens=limit) for j in jpegs)
+        *(
+            client.ask(
+                image_messages(inp.task, key_points, j),
+                max_tokens=limit,
+                valid=lambda text: parse_image_score(text)[0] > 0,
+            )
+            for j in jpegs
+        )
     )
     kept: list[tuple[bytes, str]] = []
     scores = []
@@ -230,12 +251,13 @@ async def judge(
     kept = kept[:max_images]
 
     reply = await client.ask(
-        final_messages(inp.task, key_points, inp.actions, kept), max_tokens=limit
+        final_messages(inp.task, key_points, inp.actions, kept),
+        max_tokens=limit,
+        valid=lambda text: parse_status(text)[1],
     )
     success, ok = parse_status(reply.text)
-    client.record(
-        reply, **ids, call="final", verdict="success" if success else "failure", parse_ok=ok
-    )
+    verdict = JUDGE_FAILED if not ok else "success" if success else "failure"
+    client.record(reply, **ids, call="final", verdict=verdict, parse_ok=ok)
     return JudgeOutcome(
         PROTOCOL,
         success=success,

@@ -1,26 +1,38 @@
 """WebTailBench's judge, as in the evals the bundled task file comes from.
 
-WebTailBench's authors score with a rubric verifier whose rubrics are not published
-with this copy of the tasks. The copy comes from browserbase/stagehand's evals
-(packages/evals/tasks/agent/webtailbench.ts, MIT), which judge every task with
-stagehand's V3Evaluator.ask over the run's screenshots (packages/core/lib/
-v3LegacyEvaluator.ts, `_evaluateWithMultipleScreenshots`). rmsweb follows that:
+WebTailBench's authors (Microsoft, the Fara-7B report) score with a rubric verifier that
+is not published (microsoft/fara lists its "Task Verification pipeline" as coming soon),
+so rmsweb's WebTailBench numbers are NOT comparable with theirs. The task file comes
+from browserbase/stagehand's evals, which judge every task with a YES/NO evaluator over
+the run's screenshots; rmsweb follows that, as of stagehand commit
+9971a7b3d8ecca255b4548cfb9128657c053cca7 (the last before the evals moved to a rubric
+verifier in f2873cda): packages/evals/tasks/bench/agent/webtailbench.ts, its
+packages/evals/utils/ScreenshotCollector.ts and packages/core/lib/v3LegacyEvaluator.ts
+(V3Evaluator.ask, `_evaluateWithMultipleScreenshots`), MIT:
 - the question is the eval's, verbatim: did the agent complete the task, with the note
   that the agent cannot purchase or book (tests/judge pins it);
 - system and user prompts are the evaluator's multi-screenshot prompts, verbatim,
   including the template's indentation, with its agent-reasoning variants (the eval
   always passes reasoning: the agent's final message, or "no reasoning available,
   agent potentially hit step limit");
-- screenshots: the last 8 (the eval's ScreenshotCollector keeps at most 8), scaled to
-  70% (its imageResize(…, 0.7)), as PNG;
-- "Today's date is …" is the date the agent ran, in en-US M/D/YYYY as
+- screenshots as the ScreenshotCollector keeps them (`select_frames`): the first frame
+  (its "initial" capture) always; each later frame only if it is no near-duplicate of
+  the last frame kept (MSE of 400x300 RGB >= 30, then a global SSIM of 400x300 greyscale
+  < 0.75); the final page (its "final" capture at stop()) always, duplicate or not; at
+  most 8 (maxScreenshots), the oldest dropped first. Then scaled to 70% (its
+  imageResize(..., 0.7)), as PNG;
+- "Today's date is ..." is the date the agent ran, in en-US M/D/YYYY as
   `toLocaleDateString()` prints it, so a rerun of the judge sends the same prompt;
-- the verdict is the JSON {"evaluation": "YES"|"NO", "reasoning": …}; YES is success.
-Departure: stagehand asks its LLM client for that JSON through a response schema;
-rmsweb sends no schema (not every OpenAI-compatible server takes one) and parses the
-reply: a JSON object with "evaluation", else an "evaluation: YES|NO" line, else a reply
-that is just YES or NO; anything else is a failure with parse_ok false (stagehand's
-INVALID).
+- the verdict is the JSON {"evaluation": "YES"|"NO", "reasoning": ...}; YES is success.
+Departures: the collector captures every 3 s of wall time; rmsweb's frames are the page
+at each step and after the last action (the runner's screenshots), deduplicated the same
+way. Images are compared and scaled with Pillow, not sharp (libvips): its resize to
+400x300 crops to cover as sharp's default fit does, with Lanczos, but pixel values and
+greyscale weights differ slightly, and imageResize's 256-colour palette PNG is not
+reproduced. Stagehand asks its LLM client for the JSON through a response schema; rmsweb
+sends no schema (not every OpenAI-compatible server takes one) and parses the reply: a
+JSON object with "evaluation", else an "evaluation: YES|NO" line, else a reply that is
+just YES or NO; anything else is asked again, then a judge failure (stagehand's INVALID).
 """
 
 from __future__ import annotations
@@ -31,13 +43,17 @@ import json
 import re
 from typing import Any
 
-from rmsweb.judge.client import JudgeClient, image_part, text_part
+from rmsweb.judge.client import JUDGE_FAILED, JudgeClient, image_part, text_part
 from rmsweb.judge.episode import JudgeInput
 from rmsweb.judge.types import JudgeOutcome
 
 PROTOCOL = "webtailbench"
-LAST_K = 8
+LAST_K = 8  # ScreenshotCollector maxScreenshots
 SCALE = 0.7
+# ScreenshotCollector's near-duplicate test against the last frame kept
+MSE_THRESHOLD = 30.0  # below: a duplicate
+SSIM_THRESHOLD = 0.75  # MSE above, SSIM at least this: still a duplicate
+COMPARE_SIZE = (400, 300)
 MAX_TOKENS = 1024
 NO_REASONING = "no reasoning available, agent potentially hit step limit"
 
@@ -90,7 +106,7 @@ def build_messages(
         use_reasoning=USE_REASONING,
         date=us_date(inp.date or today or dt.date.today()),
     )
-    shots = [scaled(png) for png in inp.screenshots[-last_k:]]
+    shots = [scaled(png) for png in select_frames(inp.screenshots, last_k)]
     user = USER_PROMPT.format(
         question=QUESTION.format(task=inp.task), reasoning=reasoning, n=len(shots)
     )
@@ -98,6 +114,55 @@ def build_messages(
         {"role": "system", "content": system},
         {"role": "user", "content": [text_part(user), *(image_part(s) for s in shots)]},
     ]
+
+
+def select_frames(screenshots: list[bytes], max_frames: int = LAST_K) -> list[bytes]:
+    """The frames the ScreenshotCollector would hand the evaluator (module docstring):
+    first and final always, near-duplicates of the last kept frame dropped, at most
+    `max_frames`, oldest out first."""
+    kept: list[bytes] = []
+    last: Any = None  # the last kept frame, as compared
+    for i, png in enumerate(screenshots):
+        frame = _comparable(png)
+        edge = i == 0 or i == len(screenshots) - 1  # "initial" and "final" captures
+        if edge or last is None or not near_duplicate(last, frame):
+            kept.append(png)
+            last = frame
+            if len(kept) > max_frames:
+                kept.pop(0)
+    return kept
+
+
+def near_duplicate(a: Any, b: Any) -> bool:
+    """ScreenshotCollector's test on two `_comparable` frames: MSE < 30, else SSIM >= 0.75."""
+    return mse(a[0], b[0]) < MSE_THRESHOLD or ssim(a[1], b[1]) >= SSIM_THRESHOLD
+
+
+def _comparable(png: bytes) -> tuple[Any, Any]:
+    """(RGB, greyscale) float arrays of the frame resized to 400x300, cropped to cover
+    (sharp's resize({width: 400, height: 300}) default fit)."""
+    import numpy as np
+    from PIL import Image, ImageOps
+
+    with Image.open(io.BytesIO(png)) as img:
+        rgb = ImageOps.fit(img.convert("RGB"), COMPARE_SIZE, Image.Resampling.LANCZOS)
+    return np.asarray(rgb, dtype=np.float64), np.asarray(rgb.convert("L"), dtype=np.float64)
+
+
+def mse(a: Any, b: Any) -> float:
+    """calculateMSE: the mean squared difference over every channel value."""
+    return float(((a - b) ** 2).mean())
+
+
+def ssim(a: Any, b: Any) -> float:
+    """calculateSSIM: one global SSIM over the greyscale values (0-255), with the
+    collector's constants c1 = 0.01^2 and c2 = 0.03^2 as written (not scaled by 255)."""
+    c1, c2 = 0.01**2, 0.03**2
+    ma, mb = a.mean(), b.mean()
+    va, vb = (a * a).mean() - ma * ma, (b * b).mean() - mb * mb
+    cov = (a * b).mean() - ma * mb
+    num = (2 * ma * mb + c1) * (2 * cov + c2)
+    return float(num / ((ma * ma + mb * mb + c1) * (va + vb + c2)))
 
 
 def scaled(png: bytes, factor: float = SCALE) -> bytes:
@@ -143,7 +208,9 @@ async def judge(
     if not inp.screenshots:
         raise ValueError(f"{inp.episode_id}: WebTailBench's judge needs screenshots")
     reply = await client.ask(
-        build_messages(inp, last_k or LAST_K), max_tokens=max_tokens or MAX_TOKENS
+        build_messages(inp, last_k or LAST_K),
+        max_tokens=max_tokens or MAX_TOKENS,
+        valid=lambda text: parse_evaluation(text) is not None,
     )
     verdict = parse_evaluation(reply.text)
     client.record(
@@ -152,7 +219,7 @@ async def judge(
         task_id=inp.task_id,
         protocol=PROTOCOL,
         call="verdict",
-        verdict="success" if verdict else "failure",
+        verdict=JUDGE_FAILED if verdict is None else "success" if verdict else "failure",
         parse_ok=verdict is not None,
     )
     return JudgeOutcome(

@@ -10,14 +10,16 @@ are that file's SYSTEM_PROMPT and USER_PROMPT verbatim (tests/judge pins them). 
 - an episode without a final answer is NOT SUCCESS without a call;
 - max_tokens 1000, temperature 0, seed 42;
 - verdict: "NOT SUCCESS" in the reply -> failure; else "SUCCESS" -> success; neither ->
-  unparsable (the script returns None), counted here as a failure with parse_ok false.
+  unparsable (the script returns None). rmsweb asks again (client.py, judge failures);
+  still neither: verdict "judge_failed", a failure with parse_ok false, counted apart
+  from a judged failure.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rmsweb.judge.client import JudgeClient, image_part, text_part
+from rmsweb.judge.client import JUDGE_FAILED, JudgeClient, image_part, text_part
 from rmsweb.judge.episode import JudgeInput
 from rmsweb.judge.types import JudgeOutcome
 
@@ -84,14 +86,16 @@ async def judge(
         )
         return JudgeOutcome(PROTOCOL, success=False, parse_ok=True, reason="no answer")
     reply = await client.ask(
-        build_messages(inp, last_k or LAST_K), max_tokens=max_tokens or MAX_TOKENS
+        build_messages(inp, last_k or LAST_K),
+        max_tokens=max_tokens or MAX_TOKENS,
+        valid=lambda text: parse_verdict(text) is not None,
     )
     verdict = parse_verdict(reply.text)
     client.record(
         reply,
         **ids,
         call="verdict",
-        verdict="success" if verdict else "failure",
+        verdict=JUDGE_FAILED if verdict is None else "success" if verdict else "failure",
         parse_ok=verdict is not None,
     )
     return JudgeOutcome(

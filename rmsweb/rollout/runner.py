@@ -348,6 +348,11 @@ class EpisodeRunner:
                 timing.steps += 1
                 if done:
                     break
+            if self.screenshots and (not steps or not _claimed(steps[-1])):
+                # Judges need the page after the last action, which no step row shows.
+                if steps and steps[-1].done:  # not observed since that action
+                    obs = await session.observe(screenshot=True, marks=self.set_of_marks)
+                row.final_screenshot = _keep_screenshot(obs.screenshot_png, shots)
         finally:
             session.close()
         row.success = outcome.success
@@ -518,6 +523,11 @@ def _count(stats: RunStats, rec: EpisodeRecord) -> None:
     stats.env_retries += ep.env_retries
     stats.policy_errors += int(ep.policy_error is not None)
     stats.per_task.setdefault(ep.task_id, []).append(ep)
+
+
+def _claimed(step: StepRow) -> bool:
+    """The step ended the episode with answer()/stop(): its screenshot is the last page."""
+    return step.action is not None and step.action.type in TERMINAL_ACTIONS
 
 
 def _keep_screenshot(png: bytes | None, shots: dict[str, ScreenshotRow]) -> str | None:

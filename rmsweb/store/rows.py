@@ -44,6 +44,10 @@ class EpisodeRow:
     # (added) the exception that ended the episode, when the policy (or the job around it)
     # raised: "ValueError: ... (at file:line)"; None otherwise. The episode is a failure.
     policy_error: str | None = None
+    # (added) sha256 of the page after the last action, when no step shows it (the episode
+    # ended at max_steps, by the task or the policy, not by answer()/stop()): each step's
+    # screenshot is the page before its action, so N actions need this N+1th (judges)
+    final_screenshot: str | None = None
 
 
 @dataclass(slots=True)
@@ -222,7 +226,9 @@ class JudgmentRow:
     inputs_hash: str  # sha256 of the request (model, messages with images, parameters)
     model: str
     output_text: str
-    verdict: str | None  # "success" / "failure" on deciding calls, else None
+    # "success" / "failure" on deciding calls; "judge_failed" where no usable reply came
+    # (the episode counts as failed, apart from a judged failure); else None
+    verdict: str | None
     score: float | None  # image_score: 1-5, 0 when unparsable; else None
     parse_ok: bool  # the output had the form the protocol expects
     tokens_in: int

@@ -79,11 +79,20 @@ def node(tmp_path: Path) -> dict[str, str]:
     }
 
 
+# paper-8b judges with hosted o4-mini; these tests want its judge served on the node too
+# (the teacher's model on the teacher's server), so the server runs around mine and eval.
+SERVED_JUDGE = [
+    "suite.judge.model=Qwen/Qwen3-VL-32B-Instruct",
+    "suite.judge.serve={tensor_parallel_size: 8, gpu_memory_utilization: 0.4, "
+    "max_model_len: 32768, extra_args: [--limit-mm-per-prompt, '{\"image\": 16}']}",
+]
+
+
 def _paper_8b_run(repo_root: Path, port: int) -> str:
     url = f"http://127.0.0.1:{port}/v1"
     spec = load_experiment(
         repo_root / "experiments" / "paper-8b.yaml",
-        [f"suite.judge.base_url={url}", f"collect.teacher.base_url={url}"],
+        [*SERVED_JUDGE, f"suite.judge.base_url={url}", f"collect.teacher.base_url={url}"],
     )
     text = render_sky_yaml(spec, plan_project([spec]), "experiments/paper-8b.yaml")
     return yaml.safe_load(text)["run"]
@@ -169,9 +178,11 @@ def test_servers_follow_the_stages_that_call_them(repo_root: Path) -> None:
     spec = load_experiment(
         repo_root / "experiments" / "paper-8b.yaml",
         [
+            *SERVED_JUDGE,
+            "suite.judge.base_url=http://127.0.0.1:8001/v1",
             "eval.policies=[{kind: checkpoint, name: sft, source: sft}, {kind: openai, "
             "name: teacher, model: Qwen/Qwen3-VL-32B-Instruct, base_url: 'http://127.0.0.1:8002/v1', "
-            "serve: {tensor_parallel_size: 4}}]"
+            "serve: {tensor_parallel_size: 4}}]",
         ],
     )
     stages = plan_project([spec])

@@ -6,8 +6,21 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
+from rmsweb.agents.model_family import (
+    REASONING_MIN_COMPLETION_TOKENS,
+    is_reasoning_model,
+    sampling_params,
+)
 from rmsweb.judge import webvoyager
-from rmsweb.judge.client import JudgeClient, ResponseCache, request_hash
+from rmsweb.judge.client import (
+    JUDGE_FAILED,
+    JUDGE_RETRIES,
+    JudgeClient,
+    ResponseCache,
+    request_hash,
+)
 from rmsweb.judge.episode import JudgeInput
 from rmsweb.judge.protocols import build_judge_client, judge_episode, protocol_for
 from rmsweb.spec.suite import JudgeSpec
@@ -79,11 +92,49 @@ def test_no_answer_is_a_failure_without_a_call(scripted) -> None:
     assert client.totals().calls == 0
 
 
-def test_unparsable_verdict_is_a_failure_with_parse_ok_false(scripted) -> None:
-    client = JudgeClient(scripted(lambda m: "Hard to say."))
+def test_unparsable_verdict_is_asked_again_then_a_judge_failure(scripted) -> None:
+    backend = scripted(lambda m: "Hard to say.")
+    client = JudgeClient(backend, input_usd_per_mtok=1.0)
     out = asyncio.run(webvoyager.judge(inp(), client))
     assert (out.success, out.parse_ok) == (False, False)
-    assert (client.rows[0].verdict, client.rows[0].parse_ok) == ("failure", False)
+    assert len(backend.requests) == 1 + JUDGE_RETRIES  # asked three times in all
+    # the two rejected asks: judge failures without a verdict, their cost counted
+    assert [(r.verdict, r.parse_ok) for r in client.rows] == [
+        (None, False), (None, False), (JUDGE_FAILED, False),
+    ]  # fmt: skip
+    assert [r.note for r in client.rows[:2]] == [
+        "judge failure (unreadable reply): asked again"
+    ] * 2
+    assert all(r.cost_usd > 0 for r in client.rows) and client.totals().calls == 3
+
+
+def test_an_empty_reply_is_retried_and_only_usable_answers_are_cached(
+    tmp_path: Path, scripted
+) -> None:
+    """An empty reply (a reasoning model out of tokens) is not a NOT SUCCESS: ask again."""
+    answers = iter(["", "NOT SUCCESS"])
+    backend = scripted(lambda m: next(answers))
+    cache = ResponseCache(tmp_path / "cache")
+    client = JudgeClient(backend, cache=cache)
+    out = asyncio.run(webvoyager.judge(inp(), client))
+    assert (out.success, out.parse_ok) == (False, True)
+    assert [(r.verdict, r.note) for r in client.rows] == [
+        (None, "judge failure (empty reply): asked again"), ("failure", None),
+    ]  # fmt: skip
+    # the cache holds the usable answer; a second judge asks nothing
+    again = JudgeClient(scripted(lambda m: "SUCCESS"), cache=cache)
+    assert not asyncio.run(webvoyager.judge(inp(), again)).success
+    assert [r.cached for r in again.rows] == [True]
+
+
+def test_an_unusable_cached_answer_is_asked_again(tmp_path: Path, scripted) -> None:
+    """A cache written before judge failures were retried may hold an empty answer."""
+    client = JudgeClient(scripted(lambda m: "SUCCESS"), cache=ResponseCache(tmp_path))
+    messages = webvoyager.build_messages(inp())
+    key = request_hash(client.model, messages, 1000, 0.0, None)
+    client.cache.put(key, {"text": "", "tokens_in": 1, "tokens_out": 0})
+    assert asyncio.run(webvoyager.judge(inp(), client)).success
+    assert [r.cached for r in client.rows] == [False]
 
 
 def test_spec_builds_a_retrying_http_client(stub, reply_body) -> None:
@@ -111,3 +162,55 @@ def test_spec_builds_a_retrying_http_client(stub, reply_body) -> None:
     assert (row.tokens_in, row.tokens_out, row.cost_usd) == (1000, 10, 0.00102)
     assert protocol_for("online_mind2web") == "webjudge"
     assert protocol_for("webvoyager", "webtailbench") == "webtailbench"
+
+
+@pytest.mark.parametrize(
+    ("model", "reasoning"),
+    [
+        ("o4-mini", True),
+        ("o4-mini-2025-04-16", True),
+        ("o3", True),
+        ("o1-preview", True),
+        ("gpt-5", True),
+        ("gpt-5-mini", True),
+        ("gpt-5.1", True),
+        ("openai/o4-mini", True),  # a router's provider prefix
+        ("gpt-4o", False),
+        ("gpt-4.1-mini", False),
+        ("Qwen/Qwen3-VL-32B-Instruct", False),
+        ("/models/omni-7b", False),  # a local path is not an o-series name
+        ("ollama", False),
+    ],
+)
+def test_model_family_from_the_name(model: str, reasoning: bool) -> None:
+    assert is_reasoning_model(model) is reasoning
+    params = sampling_params(model, 512, 0.0)
+    if reasoning:
+        assert params == {"max_completion_tokens": REASONING_MIN_COMPLETION_TOKENS}
+    else:
+        assert params == {"max_tokens": 512, "temperature": 0.0}
+
+
+def test_a_reasoning_judge_gets_max_completion_tokens_and_no_temperature(stub, reply_body) -> None:
+    """Through rmsweb's ChatClient, as sent on the wire: the parameters OpenAI refuses for
+    o4-mini are not sent, and the cap leaves room for its hidden reasoning."""
+    bodies = {}
+    for model in ("o4-mini", "gpt-4o"):
+        spec = JudgeSpec(base_url=stub.base_url, model=model, cache=False, temperature=0.0)
+        stub.push(body=reply_body("SUCCESS"))
+        client = build_judge_client(spec)
+
+        async def go(client=client):
+            try:
+                return await judge_episode("webvoyager", inp(), client)
+            finally:
+                await client.close()
+
+        assert asyncio.run(go()).success
+        bodies[model] = stub.requests[-1]["body"]
+    o4, gpt4o = bodies["o4-mini"], bodies["gpt-4o"]
+    assert "max_tokens" not in o4 and "temperature" not in o4
+    assert o4["max_completion_tokens"] == REASONING_MIN_COMPLETION_TOKENS  # > WebVoyager's 1000
+    assert (gpt4o["max_tokens"], gpt4o["temperature"]) == (1000, 0.0)
+    assert "max_completion_tokens" not in gpt4o
+    assert o4["seed"] == gpt4o["seed"] == 42

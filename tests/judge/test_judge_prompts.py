@@ -125,7 +125,14 @@ def test_webjudge_messages() -> None:
 def test_webtailbench_messages() -> None:
     import io
 
+    import numpy as np
     from PIL import Image
+
+    def noise(seed: int) -> bytes:  # frames no two of which are near-duplicates
+        pixels = np.random.default_rng(seed).integers(0, 256, (50, 100, 3), dtype=np.uint8)
+        out = io.BytesIO()
+        Image.fromarray(pixels).save(out, "PNG")
+        return out.getvalue()
 
     buf = io.BytesIO()
     Image.new("RGB", (100, 50), (0, 0, 255)).save(buf, "PNG")
@@ -134,7 +141,7 @@ def test_webtailbench_messages() -> None:
         "united_13",
         "Find the fare.",
         "Economy $500.",
-        screenshots=[buf.getvalue()] * 10,
+        screenshots=[noise(i) for i in range(10)],
         date=dt.date(2026, 12, 1),
     )
     messages = webtailbench.build_messages(inp)
@@ -164,7 +171,7 @@ def test_webtailbench_messages() -> None:
         "the agent's reasoning and all screenshots to determine if the task was completed "
         "successfully."
     )
-    assert len(parts) == 1 + 8  # the last 8 screenshots
+    assert len(parts) == 1 + 8  # the last 8 of 10 distinct frames
     first = Image.open(
         io.BytesIO(__import__("base64").b64decode(parts[1]["image_url"]["url"].split(",")[1]))
     )

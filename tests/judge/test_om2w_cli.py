@@ -23,22 +23,26 @@ def test_export_writes_a_run_in_the_example_layout(tmp_path, example_small) -> N
         sink.write(
             make_episode(run="eval/x/p", task="t2", seed=0, policy="p", success=False, n_steps=2)
         )
-        sink.write(  # an environment error has no trajectory: left out
+        sink.write(  # an environment error: a folder too (a failure, as rmsweb counts it)
             make_episode(run="eval/x/p", task="t3", seed=0, policy="p", success=False,
                          n_steps=0, env_error="browser crashed")
         )  # fmt: skip
     out = tmp_path / "om2w"
     result = CliRunner().invoke(app, ["export-om2w", str(run), str(out)])
     assert result.exit_code == 0, result.output
-    assert "wrote 2 trajectory folder(s)" in result.output
-    assert sorted(p.name for p in out.iterdir()) == ["t1", "t2"]
+    assert "wrote 3 task folder(s)" in result.output
+    assert "(1 ended in an environment error; 0 further attempt(s)" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["t1", "t2", "t3"]
     theirs = json.loads((example_small / "result.json").read_text())
-    for name, steps in (("t1", 3), ("t2", 2)):
+    for name, steps in (("t1", 3), ("t2", 2), ("t3", 0)):
         ours = json.loads((out / name / "result.json").read_text())
-        assert list(ours) == list(theirs)  # the example's keys, in its order
+        assert list(ours)[: len(theirs)] == list(theirs)  # the example's keys, in its order
         assert all(type(ours[k]) is type(theirs[k]) for k in theirs)
         shots = sorted(p.name for p in (out / name / "trajectory").iterdir())
         assert shots == [f"{i}_full_screenshot.png" for i in range(steps)]
+    assert json.loads((out / "t3" / "result.json").read_text())["rmsweb_error"] == (
+        "browser crashed"
+    )
     # not a run folder: a clear error, no traceback
     result = CliRunner().invoke(app, ["export-om2w", str(tmp_path / "om2w"), str(tmp_path / "o")])
     assert result.exit_code == 2 and "not a run folder" in result.output

@@ -79,7 +79,7 @@ def episode_record() -> EpisodeRecord:
 
 def test_rmsweb_episode_exports_in_the_example_layout(example_small, tmp_path) -> None:
     rec = episode_record()
-    (folder,) = export_run([rec], tmp_path)
+    (folder,) = export_run([rec], tmp_path).folders
     ours = json.loads((folder / "result.json").read_text())
     theirs = json.loads((example_small / "result.json").read_text())
     assert list(ours) == list(theirs)  # same keys, same order
@@ -102,12 +102,48 @@ def test_rmsweb_episode_exports_in_the_example_layout(example_small, tmp_path) -
     )  # fmt: skip
 
 
-def test_repeated_tasks_get_one_folder_per_episode(tmp_path) -> None:
-    a, b = episode_record(), episode_record()
+def test_one_folder_per_task_with_its_other_attempts_inside(tmp_path) -> None:
+    """The authors' script counts the folders under the run: one per task, whatever the
+    attempts; attempt 0 is the scored one, the others are kept in <task>/attempts/."""
+    first, retry = episode_record(), episode_record()
+    retry.episode.attempt, retry.episode.answer = 1, "$12.49"
+    done = export_run([retry, first], tmp_path)  # in any order
+    assert [f.name for f in done.folders] == ["Shop--1"] and done.attempts == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Shop--1"]
+    assert (
+        json.loads((tmp_path / "Shop--1" / "result.json").read_text())["final_result_response"]
+        == "$12.50"
+    )  # attempt 0
+    kept = read_trajectory(tmp_path / "Shop--1" / "attempts" / "a1")
+    assert kept.answer == "$12.49" and len(kept.screenshots) == 3
+    assert [r.task_id for r in read_run(tmp_path)] == ["Shop--1"]  # attempts are not runs
+
+
+def test_several_seeds_get_one_folder_per_seed(tmp_path) -> None:
+    a, b, c = episode_record(), episode_record(), episode_record()
     b.episode.seed = 1
-    folders = export_run([a, b], tmp_path)
-    assert [f.name for f in folders] == ["Shop--1__s0_a0", "Shop--1__s1_a0"]
-    assert [r.task_id for r in read_run(tmp_path)] == ["Shop--1", "Shop--1"]
+    c.episode.task_id = "Shop--2"
+    done = export_run([a, b, c], tmp_path)
+    assert [f.name for f in done.folders] == ["Shop--1__s0", "Shop--1__s1", "Shop--2__s0"]
+    assert [r.task_id for r in read_run(tmp_path)] == ["Shop--1", "Shop--1", "Shop--2"]
+
+
+def test_an_environment_error_is_a_folder_with_nothing_to_judge(tmp_path) -> None:
+    rec = episode_record()
+    rec.episode.error, rec.episode.answer, rec.steps, rec.screenshots = "crash", None, [], []
+    done = export_run([rec], tmp_path)
+    assert done.env_errors == 1
+    result = json.loads((tmp_path / "Shop--1" / "result.json").read_text())
+    assert result["rmsweb_error"] == "crash" and result["action_history"] == []
+    assert result["final_result_response"] == ""
+    assert list((tmp_path / "Shop--1" / "trajectory").iterdir()) == []  # listed, empty
+
+
+def test_tasks_whose_names_collide_are_refused(tmp_path) -> None:
+    a, b = episode_record(), episode_record()
+    a.episode.task_id, b.episode.task_id = "Shop 1", "Shop_1"
+    with pytest.raises(UserError, match="would share the folder 'Shop_1'"):
+        export_run([a, b], tmp_path)
 
 
 def test_v2_results_are_read(tmp_path) -> None:
@@ -245,7 +281,7 @@ def test_webjudge_without_relevant_screenshots_judges_from_the_history(
             return "no header here, 1. open the page"  # malformed: fallback parsing
         if system == webjudge.IMAGE_SYSTEM:
             return "I cannot see anything relevant."  # no score: 0, not kept
-        return "The agent did it."  # no "Status:": failure, parse_ok false
+        return "The agent did it."  # no "Status:": asked again, then a judge failure
 
     backend = scripted(reply)
     client = JudgeClient(backend)
@@ -254,5 +290,21 @@ def test_webjudge_without_relevant_screenshots_judges_from_the_history(
     assert outcome.details["scores"] == [0] * 5 and outcome.details["kept"] == 0
     final = backend.requests[-1]["messages"][1]["content"]
     assert len(final) == 1 and "important snapshots" not in final[0]["text"]
-    assert [r.parse_ok for r in client.rows] == [False] * 7
-    assert client.rows[-1].verdict == "failure"
+    # key points usable (no retry); 5 screenshots and the verdict asked 3 times each
+    assert len(backend.requests) == 1 + 6 * 3
+    assert [r.parse_ok for r in client.rows] == [False] * (1 + 6 * 3)
+    assert [r.call for r in client.rows if r.verdict] == ["final"]
+    assert client.rows[-1].verdict == "judge_failed"
+    # an unscored screenshot keeps the reference's score 0 after its retries
+    assert [r.score for r in client.rows if r.call == "image_score"] == [None, None, 0] * 5
+
+
+def test_webjudge_without_key_points_stops_as_a_judge_failure(example_small, scripted) -> None:
+    backend = scripted(lambda messages: "")  # a reasoning model out of tokens, every time
+    client = JudgeClient(backend)
+    outcome = asyncio.run(webjudge.judge(read_trajectory(example_small), client))
+    assert (outcome.success, outcome.parse_ok) == (False, False)
+    assert len(backend.requests) == 3  # the key-point call, asked 3 times; nothing else
+    assert [(r.call, r.verdict) for r in client.rows] == [
+        ("key_points", None), ("key_points", None), ("key_points", "judge_failed"),
+    ]  # fmt: skip

@@ -56,8 +56,10 @@ def test_expert_gold_paths(loop, runner) -> None:
         assert ep.instruction and ep.n_steps == len(rec.steps) >= 1
         assert rec.steps[-1].done and all(not s.done for s in rec.steps[:-1])
         assert all(s.parse_ok and s.env_error is None for s in rec.steps)
-        # screenshots: one row per distinct PNG, referenced by the steps
-        shas = {s.screenshot for s in rec.steps}
+        # screenshots: one row per distinct PNG, referenced by the steps and (the page
+        # after the task's last, done action) by the episode
+        assert rec.episode.final_screenshot is not None
+        shas = {s.screenshot for s in rec.steps} | {rec.episode.final_screenshot}
         assert shas == {row.sha256 for row in rec.screenshots}
         assert all(row.width > 0 and row.height > 0 for row in rec.screenshots)
     multi = {r.episode.task_id for r in sink.records if r.episode.n_steps >= 3}
