@@ -278,11 +278,21 @@ def query(
     skip_corrupt: Annotated[
         bool, typer.Option("--skip-corrupt", help="Skip unreadable shards with a warning.")
     ] = False,
+    width: Annotated[
+        int,
+        typer.Option(help="--format table: cut cells at this many characters (0: never)."),
+    ] = 60,
 ) -> None:
-    """Query episodes, steps, evals, ... of every run with DuckDB SQL (read-only)."""
+    """Query episodes, steps, evals, ... of every run with DuckDB SQL (read-only; SELECT,
+    PIVOT, DESCRIBE, SUMMARIZE, ...)."""
     run_guarded(
         lambda: load_impl("rmsweb.store.query", "main")(
-            sql, fmt=fmt, runs=runs, print_views=print_views, skip_corrupt=skip_corrupt
+            sql,
+            fmt=fmt,
+            runs=runs,
+            print_views=print_views,
+            skip_corrupt=skip_corrupt,
+            width=width,
         )
     )
 
