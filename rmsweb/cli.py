@@ -299,14 +299,34 @@ def query(
 
 @app.command()
 def view(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder with episodes/steps tables.")],
+    run_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="A run folder with an episodes table (or the folder of one, e.g. sft for sft/s0)."
+        ),
+    ],
     out: Annotated[
         Path | None,
-        typer.Option(help="HTML file to write (default: ./<run>-viewer.html)."),
+        typer.Option(help="HTML file to write (default: ./<run>-<split>-viewer.html)."),
+    ] = None,
+    split: Annotated[
+        str | None,
+        typer.Option(help="test, val, train, mine or all (default: the report's, test)."),
+    ] = None,
+    max_episodes: Annotated[
+        int, typer.Option(help="Episodes on the page (with --compare: units), spread over tasks.")
+    ] = 200,
+    compare: Annotated[
+        Path | None,
+        typer.Option(help="A second run: both side by side on the (task, seed) units they share."),
     ] = None,
 ) -> None:
-    """Write a static HTML trajectory viewer for a run."""
-    run_guarded(lambda: load_impl("rmsweb.report.viewer", "main")(run_dir, out=out))
+    """Write a static HTML trajectory viewer for a run (or two runs side by side)."""
+    run_guarded(
+        lambda: load_impl("rmsweb.report.viewer", "main")(
+            run_dir, out=out, split=split, max_episodes=max_episodes, compare=compare
+        )
+    )
 
 
 @app.command("export-om2w")
