@@ -101,11 +101,21 @@ def compile_cmd(
         bool, typer.Option("--check", help="Exit 1 with a diff if the committed files are stale.")
     ] = False,
     root: Annotated[Path, typer.Option(help="Project root.")] = Path("."),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the generated files under this folder instead of the project root "
+            "(to look at them before committing; dvc and sky read them only at the root)."
+        ),
+    ] = None,
 ) -> None:
-    """Compile experiments/*.yaml into dvc.yaml, params.yaml and sky/<name>.yaml."""
+    """Compile experiments/*.yaml into dvc.yaml, params.yaml, sky/<name>.yaml and
+    schemas/ at the project root (or under --out)."""
     from rmsweb.compile import compile_project, diff_generated, write_generated
 
     def go() -> None:
+        if check and out is not None:
+            raise UserError("--check compares with the project root; it takes no --out.")
         files = compile_project(root)
         if check:
             diff = diff_generated(root, files)
@@ -114,9 +124,10 @@ def compile_cmd(
                 fail("generated files are stale: run `rmsweb compile` and commit.", 1)
             typer.echo(f"up to date: {len(files)} generated file(s).")
             return
-        changed = write_generated(root, files)
+        target = root if out is None else out
+        changed = write_generated(target, files)
         for rel in changed:
-            typer.echo(f"wrote {rel}")
+            typer.echo(f"wrote {target / rel if out is not None else rel}")
         typer.echo(f"{len(files)} file(s), {len(changed)} changed.")
 
     run_guarded(go)

@@ -179,7 +179,10 @@ def rl_plot(curve: list[dict], reasons: list[dict]) -> bytes:
             GATE_COLORS.get(n, OTHER_COLORS[i % len(OTHER_COLORS)]) for i, n in enumerate(names)
         ]
         ax_g.stackplot(steps, shares, labels=names, colors=colors, alpha=0.85)
-        ax_g.legend(fontsize=8, loc="upper left", ncols=min(4, len(names)))
+        # Above the panel: inside, it would hide the shares it explains.
+        ax_g.legend(
+            fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=len(names), frameon=False
+        )
     ax_g.set_ylabel("share of groups")
     ax_g.set_ylim(0, 1)
     ax_l.set_ylabel("loss")

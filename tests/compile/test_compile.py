@@ -397,3 +397,19 @@ def test_stage_names_reads_a_file_with_conflict_markers(tmp_path: Path) -> None:
     )
     assert stage_names(path) == ["a_x", "b_x", "c_y"]
     assert stage_names(tmp_path / "none.yaml") == []
+
+
+def test_out_writes_the_generated_files_elsewhere(project: Path, tmp_path: Path) -> None:
+    spec = project / "experiments" / "smoke.yaml"
+    spec.write_text(spec.read_text().replace("max_steps: 60", "max_steps: 61"))
+    before = (project / "params.yaml").read_text()
+    elsewhere = tmp_path / "preview"
+    result = CliRunner().invoke(app, ["compile", "--root", str(project), "--out", str(elsewhere)])
+    assert result.exit_code == 0, result.output
+    assert (project / "params.yaml").read_text() == before  # the project is left as it was
+    assert "max_steps: 61" in (elsewhere / "params.yaml").read_text()
+    assert {"dvc.yaml", "params.yaml", "sky/smoke.yaml"} <= {
+        p.relative_to(elsewhere).as_posix() for p in elsewhere.rglob("*") if p.is_file()
+    }
+    result = CliRunner().invoke(app, ["compile", "--check", "--out", str(elsewhere)])
+    assert result.exit_code == 2 and "takes no --out" in result.stderr
