@@ -396,10 +396,9 @@ def load_compare_data(
             con.close()
     merged = [ep for pair in zip(*sides, strict=True) for ep in pair]  # display order
     shots, omitted = embed_screenshots(merged, pngs, max_screenshot_mb)
-    shared_units = {(p[0]["task_id"], p[0]["seed"]) for p in pair_units(*units, shared)[0]}
-    solved = [
-        sum(_solved(r) for r in u if (r["task_id"], r["seed"]) in shared_units) for u in units
-    ]
+    a_keys, b_keys = ({(r["task_id"], r["seed"]) for r in u} for u in units)
+    both = a_keys & b_keys
+    solved = [sum(_solved(r) for r in u if (r["task_id"], r["seed"]) in both) for u in units]
     return {
         "mode": "compare",
         "runs": names,

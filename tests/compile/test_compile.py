@@ -129,7 +129,15 @@ def test_stage_wiring(repo_root: Path) -> None:
     assert "runs/rl/miniwob-cpu/s0" in report["deps"]
     assert "runs/eval/miniwob-cpu/rl/s0" in report["deps"]
     assert "runs/mine/miniwob-cpu/s0" in report["deps"]
-    # ... and what the stages wrote beside them: wall times, the SFT loss curve.
+
+
+def test_dvc_default_views_read_the_summaries_and_figures_only(repo_root: Path) -> None:
+    dvc = yaml.safe_load(compile_project(repo_root)["dvc.yaml"])
+    assert dvc["metrics"] == ["metrics/summary"] and dvc["plots"] == ["metrics/figures"]
+    assert not any("metrics" in s or "plots" in s for s in dvc["stages"].values())
+    report = dvc["stages"]["report_miniwob-cpu"]
+    # The report reads what the stages wrote beside their outputs: wall times, the SFT
+    # loss curve; and writes the experiment's summary and figures there.
     assert {"metrics/sft/miniwob-cpu-s0.json", "metrics/sft/miniwob-cpu-s0.loss.csv"} <= set(
         report["deps"]
     )
@@ -137,12 +145,6 @@ def test_stage_wiring(repo_root: Path) -> None:
         {"metrics/summary/miniwob-cpu.json": {"cache": False}},
         {"metrics/figures/miniwob-cpu": {"cache": False}},
     ]
-
-
-def test_dvc_default_views_read_the_summaries_and_figures_only(repo_root: Path) -> None:
-    dvc = yaml.safe_load((repo_root / "dvc.yaml").read_text())
-    assert dvc["metrics"] == ["metrics/summary"] and dvc["plots"] == ["metrics/figures"]
-    assert not any("metrics" in s or "plots" in s for s in dvc["stages"].values())
 
 
 def test_sky_files_shape(repo_root: Path) -> None:
