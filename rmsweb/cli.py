@@ -106,11 +106,21 @@ def compile_cmd(
         bool, typer.Option("--check", help="Exit 1 with a diff if the committed files are stale.")
     ] = False,
     root: Annotated[Path, typer.Option(help="Project root.")] = Path("."),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the generated files under this folder instead of the project root "
+            "(to look at them before committing; dvc and sky read them only at the root)."
+        ),
+    ] = None,
 ) -> None:
-    """Compile experiments/*.yaml into dvc.yaml, params.yaml and sky/<name>.yaml."""
+    """Compile experiments/*.yaml into dvc.yaml, params.yaml, sky/<name>.yaml and
+    schemas/ at the project root (or under --out)."""
     from rmsweb.compile import compile_project, diff_generated, write_generated
 
     def go() -> None:
+        if check and out is not None:
+            raise UserError("--check compares with the project root; it takes no --out.")
         files = compile_project(root)
         if check:
             diff = diff_generated(root, files)
@@ -119,9 +129,10 @@ def compile_cmd(
                 fail("generated files are stale: run `rmsweb compile` and commit.", 1)
             typer.echo(f"up to date: {len(files)} generated file(s).")
             return
-        changed = write_generated(root, files)
+        target = root if out is None else out
+        changed = write_generated(target, files)
         for rel in changed:
-            typer.echo(f"wrote {rel}")
+            typer.echo(f"wrote {target / rel if out is not None else rel}")
         typer.echo(f"{len(files)} file(s), {len(changed)} changed.")
 
     run_guarded(go)
@@ -305,25 +316,55 @@ def query(
     skip_corrupt: Annotated[
         bool, typer.Option("--skip-corrupt", help="Skip unreadable shards with a warning.")
     ] = False,
+    width: Annotated[
+        int,
+        typer.Option(help="--format table: cut cells at this many characters (0: never)."),
+    ] = 60,
 ) -> None:
-    """Query episodes, steps, evals, ... of every run with DuckDB SQL (read-only)."""
+    """Query episodes, steps, evals, ... of every run with DuckDB SQL (read-only; SELECT,
+    PIVOT, DESCRIBE, SUMMARIZE, ...)."""
     run_guarded(
         lambda: load_impl("rmsweb.store.query", "main")(
-            sql, fmt=fmt, runs=runs, print_views=print_views, skip_corrupt=skip_corrupt
+            sql,
+            fmt=fmt,
+            runs=runs,
+            print_views=print_views,
+            skip_corrupt=skip_corrupt,
+            width=width,
         )
     )
 
 
 @app.command()
 def view(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder with episodes/steps tables.")],
+    run_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="A run folder with an episodes table (or the folder of one, e.g. sft for sft/s0)."
+        ),
+    ],
     out: Annotated[
         Path | None,
-        typer.Option(help="HTML file to write (default: ./<run>-viewer.html)."),
+        typer.Option(help="HTML file to write (default: ./<run>-<split>-viewer.html)."),
+    ] = None,
+    split: Annotated[
+        str | None,
+        typer.Option(help="test, val, train, mine or all (default: the report's, test)."),
+    ] = None,
+    max_episodes: Annotated[
+        int, typer.Option(help="Episodes on the page (with --compare: units), spread over tasks.")
+    ] = 200,
+    compare: Annotated[
+        Path | None,
+        typer.Option(help="A second run: both side by side on the (task, seed) units they share."),
     ] = None,
 ) -> None:
-    """Write a static HTML trajectory viewer for a run."""
-    run_guarded(lambda: load_impl("rmsweb.report.viewer", "main")(run_dir, out=out))
+    """Write a static HTML trajectory viewer for a run (or two runs side by side)."""
+    run_guarded(
+        lambda: load_impl("rmsweb.report.viewer", "main")(
+            run_dir, out=out, split=split, max_episodes=max_episodes, compare=compare
+        )
+    )
 
 
 @app.command("export-om2w")

@@ -89,7 +89,7 @@ def build_teacher(spec: Any, suite: Any, play: PlayFn | None = None) -> Teacher:
     if c.teacher.kind == "expert":
         from rmsweb.judge.critic import rule_critic
 
-        acting = teacher_policy(spec, suite, name="expert")
+        acting = teacher_policy(spec, suite, name="teacher")
         reflector = rule_critic()
     else:
         from rmsweb.judge.reflect import llm_reflector

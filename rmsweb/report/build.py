@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from rmsweb.report import mining, plots, queries, retry_study
+from rmsweb.report import mining, pipeline, plots, queries, retry_study
 from rmsweb.report.arms import ArmSummary, Difference
 from rmsweb.report.arms_section import arm_episodes, arms_section
 from rmsweb.report.document import (
@@ -28,7 +29,16 @@ from rmsweb.report.document import (
     to_markdown,
 )
 from rmsweb.report.live import live_cells, live_sections
-from rmsweb.report.tables import eval_metrics, eval_rows_from, eval_table, num, pct, per_task_table
+from rmsweb.report.summary import summary_metrics
+from rmsweb.report.tables import (
+    REPORT_SPLITS,
+    eval_metrics,
+    eval_rows_from,
+    eval_table,
+    num,
+    pct,
+    per_task_table,
+)
 from rmsweb.stages import STAGES
 from rmsweb.store.layout import run_name
 from rmsweb.store.rows import EvalRow
@@ -44,6 +54,7 @@ class Report:
     metrics: dict[str, Any] = field(default_factory=dict)
     plot_data: dict[str, list[list[Any]]] = field(default_factory=dict)  # file -> rows
     eval_rows: list[EvalRow] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)  # metrics/summary/<name>.json
     arm_summaries: dict[str, ArmSummary] = field(default_factory=dict)
     differences: list[Difference] = field(default_factory=list)
 
@@ -65,9 +76,8 @@ def _key(kind: str, run: str, several: bool, name: str) -> str:
 # --------------------------------------------------------------------------- sections
 
 
-# The split whose numbers head the report (per-task table, figure, flat metrics): test
-# when it was evaluated; the others' metrics go under `<split>/` (as in the eval stage).
-REPORT_SPLITS = ("test", "val", "train")
+# The split whose numbers head the report (tables.REPORT_SPLITS: test when it was
+# evaluated); the others' metrics go under `<split>/` (as in the eval stage).
 
 
 def _splits(rows: list[EvalRow]) -> list[str]:
@@ -75,7 +85,11 @@ def _splits(rows: list[EvalRow]) -> list[str]:
     return sorted(present, key=lambda s: REPORT_SPLITS.index(s) if s in REPORT_SPLITS else 99)
 
 
-def results_section(rep: Report, rows: list[EvalRow]) -> list[Section]:
+def results_section(
+    rep: Report, rows: list[EvalRow], viewers: Mapping[str, str] | None = None
+) -> list[Section]:
+    """The results table, its figure and the per-task table; `viewers` (run -> viewer page)
+    links each per-task cell to that run's episodes of the task."""
     top = [r for r in rows if r.task_id == "*"]
     results = Section("Results")
     if not top:
@@ -104,7 +118,19 @@ def results_section(rep: Report, rows: list[EvalRow]) -> list[Section]:
             f"Success rate per policy, {headline} split (95% Wilson CI)",
         ),
     ]
-    per_task.blocks.append(per_task_table(head_rows))
+    viewers = viewers or {}
+
+    def href(run: str, task: str) -> str | None:
+        return f"{viewers[run]}#task={quote(task)}" if run in viewers else None
+
+    per_task.blocks.append(per_task_table(head_rows, href))
+    if viewers:
+        per_task.blocks.append(
+            Para(
+                f"Each cell links to that policy's {headline} episodes of the task in its "
+                "trajectory viewer (report.html only)."
+            )
+        )
     rep.metrics.update(eval_metrics(head_rows))
     for split in others:
         split_rows = [r for r in rows if r.split == split]
@@ -371,12 +397,20 @@ def build_report(
     experiment: str = "",
     arms: Sequence[tuple[str, str]] = (),
     comparisons: Sequence[tuple[str, str]] = (),
+    stages: Mapping[str, pipeline.StageRecord] | None = None,
+    loss_curves: Mapping[str, list[dict]] | None = None,
+    viewers: Mapping[str, str] | None = None,
 ) -> Report:
     """The report over the given runs (role -> run folder; roles as the stage's --in).
 
     `experiment` names the arms of this report's own inputs; `arms` are (label,
     <experiment>/<policy>) rows and `comparisons` (a, b) pairs of the arms section.
+    `stages` (role -> the stage's metrics file, every input incl. checkpoint folders)
+    and `loss_curves` (SFT role -> loss rows) are what the stages wrote beside their
+    outputs (report/pipeline.py); `viewers` (run name -> viewer page) turns the
+    per-task cells into links.
     """
+    stages = stages or {}
     from rmsweb.store.views import connect
 
     named = {run_name(path): Path(path) for path in runs.values()}
@@ -404,18 +438,32 @@ def build_report(
     n_eval = sum(1 for r in rows if r.task_id == "*")
     doc = Document(title, f"{n_eval} evaluated policies; {len(runs)} input runs.", [])
     rep = Report(doc, eval_rows=rows)
-    doc.sections += results_section(rep, rows)
+    doc.sections += results_section(rep, rows, viewers)
     _steps_vs_expert(rep, doc.sections[0], rows, data["steps_vs_expert"])
     doc.sections.append(arms_section(rep, episodes, arms, comparisons))
     doc.sections += live_sections(rep, live)
     doc.sections.append(collect_section(rep, data))
     doc.sections.append(retry_study.section(rep.metrics, data))
+    doc.sections.append(pipeline.sft_section(rep, loss_curves or {}, stages))
     doc.sections.append(mining.mine_section(rep, mined))
     doc.sections.append(rl_section(rep, data["rl_curve"], data["rl_reasons"]))
+    doc.sections.append(pipeline.stages_section(rep, stages, data["stage_costs"]))
     doc.sections.append(inputs_section(runs, counts))
     for name in PLOT_FILES:
         rep.plot_data.setdefault(name, [])
+    rep.summary = summary_metrics(
+        experiment or title, rep.metrics, {r: s.metrics for r, s in stages.items()}
+    )
     return rep
+
+
+def _viewer_pages(runs: Mapping[str, Path]) -> dict[str, str]:
+    """Role -> viewer page (relative to the report) of every input with episodes."""
+    from rmsweb.store.layout import part_files
+
+    return {
+        role: f"viewer/{role}.html" for role, p in runs.items() if part_files(Path(p), "episodes")
+    }
 
 
 def write_report(
@@ -428,22 +476,51 @@ def write_report(
     experiment: str = "",
     arms: Sequence[tuple[str, str]] = (),
     comparisons: Sequence[tuple[str, str]] = (),
+    stages: Mapping[str, pipeline.StageRecord] | None = None,
+    loss_curves: Mapping[str, list[dict]] | None = None,
+    side_by_side: Sequence[tuple[str, str]] = (),
 ) -> Report:
-    """Write report.md, report.html, plots/*.png and (optionally) viewer/<role>.html to `out`."""
-    from rmsweb.report.viewer import write_viewer
-    from rmsweb.store.layout import part_files
+    """Write report.md, report.html, plots/*.png and (optionally) the viewers to `out`:
+    viewer/<role>.html per input with episodes (the report's split), and
+    viewer/<a>-vs-<b>.html for each (role a, role b) of `side_by_side`."""
+    from rmsweb.report.viewer import write_compare, write_viewer
 
-    rep = build_report(runs, title=title, experiment=experiment, arms=arms, comparisons=comparisons)
+    pages = _viewer_pages(runs) if viewer else {}
+    rep = build_report(
+        runs,
+        title=title,
+        experiment=experiment,
+        arms=arms,
+        comparisons=comparisons,
+        stages=stages,
+        loss_curves=loss_curves,
+        viewers={run_name(Path(runs[role])): page for role, page in pages.items()},
+    )
     out.mkdir(parents=True, exist_ok=True)
-    if viewer:
+    if pages:
         links = []
-        for role, path in runs.items():
-            if part_files(Path(path), "episodes"):
-                target = out / "viewer" / f"{role}.html"
-                write_viewer(Path(path), target, max_episodes=viewer_max_episodes)
-                links.append((f"{role}: {run_name(path)}", f"viewer/{role}.html"))
-        if links:
-            rep.document.sections.append(Section("Trajectory viewers", [Links(links)]))
+        for role, page in pages.items():
+            write_viewer(Path(runs[role]), out / page, max_episodes=viewer_max_episodes)
+            links.append((f"{role}: {run_name(runs[role])}", page))
+        for a, b in side_by_side:
+            if a in pages and b in pages:
+                page = f"viewer/{a}-vs-{b}.html"
+                write_compare(
+                    Path(runs[a]), Path(runs[b]), out / page, max_units=viewer_max_episodes
+                )
+                links.append((f"{a} and {b} side by side, on the same (task, seed)", page))
+        rep.document.sections.append(
+            Section(
+                "Trajectory viewers",
+                [
+                    Links(links),
+                    Para(
+                        "Each viewer holds the report's split (test where the run has it); "
+                        "`rmsweb view <run> --split val` writes one of another split."
+                    ),
+                ],
+            )
+        )
     plots_dir = out / "plots"
     plots_dir.mkdir(exist_ok=True)
     for fig in rep.document.figures():

@@ -19,6 +19,9 @@ class Table:
     headers: list[str]
     rows: list[list[str]]
     align: list[Align] | None = None  # default: left
+    # (row, column) -> relative href of that cell, in HTML only: report.md's tables are
+    # pasted into the README, where the report's relative links would not resolve.
+    links: dict[tuple[int, int], str] = field(default_factory=dict)
 
     def _align(self) -> list[Align]:
         return self.align or ["left"] * len(self.headers)
@@ -38,13 +41,19 @@ class Table:
     def to_html(self) -> str:
         aligns = self._align()
         head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
+
+        def cell(i: int, j: int, text: str, align: str) -> str:
+            href = self.links.get((i, j))
+            inner = html.escape(text)
+            if href:
+                inner = f'<a href="{html.escape(href)}">{inner}</a>'
+            return f'<td class="{align}">{inner}</td>'
+
         body = "".join(
             "<tr>"
-            + "".join(
-                f'<td class="{a}">{html.escape(c)}</td>' for c, a in zip(row, aligns, strict=True)
-            )
+            + "".join(cell(i, j, c, a) for j, (c, a) in enumerate(zip(row, aligns, strict=True)))
             + "</tr>"
-            for row in self.rows
+            for i, row in enumerate(self.rows)
         )
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 

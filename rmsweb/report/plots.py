@@ -53,31 +53,60 @@ def success_plot(rows: list[EvalRow]) -> bytes:
     return _png(fig)
 
 
+def _cumulative_yield(rs: list[dict], units: list[dict]) -> list[float]:
+    total = sum(u["units"] for u in units)
+    solved, cum = 0, []
+    for r in rs:
+        solved += sum(u["units"] for u in units if u["first_ok"] == r["attempt"])
+        cum.append(solved / total if total else 0.0)
+    return cum
+
+
 def yield_plot(attempts: list[dict], first_success: list[dict]) -> bytes:
-    """Per attempt index: the attempt's success rate, and the yield (units solved so far)."""
-    fig, ax = _figure(6.5, 3.2)
+    """Per attempt index, two panels: the attempt's success rate (bars, 0-1), and the
+    yield (units solved so far), on an axis zoomed to its range so a 91 -> 99.9% rise
+    shows, each point labelled. Legends sit below the panels, off the data."""
+    from matplotlib.ticker import PercentFormatter
+
+    fig, (ax_a, ax_y) = _figure(6.5, 4.8, rows=2)
     by_run: dict[str, list[dict]] = defaultdict(list)
     for r in attempts:
         by_run[r["run"]].append(r)
     width = 0.8 / max(1, len(by_run))
+    lows = []
     for i, (run, rs) in enumerate(by_run.items()):
         xs = [r["attempt"] + i * width for r in rs]
-        ax.bar(
-            xs, [r["successes"] / r["attempts"] for r in rs], width, label=f"{run}: attempt success"
-        )
-        units = [u for u in first_success if u["run"] == run]
-        total = sum(u["units"] for u in units)
-        solved, cum = 0, []
-        for r in rs:
-            solved += sum(u["units"] for u in units if u["first_ok"] == r["attempt"])
-            cum.append(solved / total if total else 0.0)
-        ax.plot(xs, cum, "o-", color="#dd8452", label=f"{run}: yield (solved by this attempt)")
-    ax.set_xlabel("attempt (0: first try; k: after k reflections)")
-    ax.set_ylabel("share")
-    ax.set_ylim(0, 1.05)
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend(fontsize=8, loc="upper left")
-    _style(ax)
+        rates = [r["successes"] / r["attempts"] for r in rs]
+        ax_a.bar(xs, rates, width, label=f"{run}: attempt success")
+        cum = _cumulative_yield(rs, [u for u in first_success if u["run"] == run])
+        (line,) = ax_y.plot(xs, cum, "o-", label=f"{run}: yield (solved by this attempt)")
+        for x, y in zip(xs, cum, strict=True):
+            ax_y.annotate(
+                f"{100 * y:.1f}%",
+                (x, y),
+                textcoords="offset points",
+                xytext=(0, -13),
+                ha="center",
+                fontsize=8,
+                color=line.get_color(),
+            )
+        lows += cum
+    ax_a.set_ylabel("attempt success")
+    ax_a.set_ylim(0, 1.05)
+    ax_a.yaxis.set_major_formatter(PercentFormatter(1.0))
+    low = min(lows, default=0.0)
+    # Zoomed to the yields (at least 2 points of range), room below for the labels.
+    span = max(1.0 - low, 0.02)
+    ax_y.set_ylim(max(0.0, low - 0.25 * span), min(1.0, low + span) + 0.1 * span)
+    ax_y.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=1 if span < 0.05 else 0))
+    ax_y.set_ylabel("yield (axis zoomed)")
+    ax_y.set_xlabel("attempt (0: first try; k: after k reflections)")
+    ax_y.xaxis.get_major_locator().set_params(integer=True)
+    for ax in (ax_a, ax_y):
+        _style(ax)
+    handles = [h for ax in (ax_a, ax_y) for h in ax.get_legend_handles_labels()[0]]
+    labels = [t for ax in (ax_a, ax_y) for t in ax.get_legend_handles_labels()[1]]
+    fig.legend(handles, labels, loc="outside lower center", fontsize=8, ncols=1)
     return _png(fig)
 
 
@@ -95,6 +124,21 @@ def kept_steps_plot(hist: list[dict]) -> bytes:
     ax.legend(fontsize=8)
     _style(ax)
     return _png(fig)
+
+
+# Gate reasons (rmsweb/train/salvage_ds/gate.py) in fixed colours, so a chart reads the same
+# in every report: used groups green, rejections by kind (nothing learnable, red;
+# already solved, blue; competence bounds, orange/purple; weak contrast, grey).
+GATE_COLORS = {
+    "accepted": "#2e8b57",
+    "ungated": "#7fbf7f",
+    "all_wrong": "#c0392b",
+    "all_right": "#4c72b0",
+    "low_std": "#95a5a6",
+    "too_hard": "#e67e22",
+    "too_easy": "#8e44ad",
+}
+OTHER_COLORS = ("#7f8c8d", "#bdc3c7", "#34495e")
 
 
 def rl_plot(curve: list[dict], reasons: list[dict]) -> bytes:
@@ -131,8 +175,14 @@ def rl_plot(curve: list[dict], reasons: list[dict]) -> bytes:
     counts = {(r["step"], r["reason"]): r["groups"] for r in first}
     shares = [[counts.get((s, n), 0) / totals[s] for s in steps] for n in names]
     if steps:
-        ax_g.stackplot(steps, shares, labels=names, alpha=0.85)
-        ax_g.legend(fontsize=8, loc="upper left", ncols=min(4, len(names)))
+        colors = [
+            GATE_COLORS.get(n, OTHER_COLORS[i % len(OTHER_COLORS)]) for i, n in enumerate(names)
+        ]
+        ax_g.stackplot(steps, shares, labels=names, colors=colors, alpha=0.85)
+        # Above the panel: inside, it would hide the shares it explains.
+        ax_g.legend(
+            fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncols=len(names), frameon=False
+        )
     ax_g.set_ylabel("share of groups")
     ax_g.set_ylim(0, 1)
     ax_l.set_ylabel("loss")
@@ -159,5 +209,37 @@ def arms_plot(rows: list[tuple[str, ArmSummary]]) -> bytes:
     ax.set_xlim(0, 1.15)
     ax.set_xticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax.set_xlabel("test success (dots: training seeds)")
+    _style(ax)
+    return _png(fig)
+
+
+def sft_loss_plot(curves: dict[str, list[dict]]) -> bytes:
+    """Training loss per logged step, one line per SFT run, on a log axis (the loss falls
+    by orders of magnitude)."""
+    fig, ax = _figure(6.5, 3.0)
+    for role, rows in curves.items():
+        pts = [(r["step"], r["loss"]) for r in rows if r.get("loss", 0) > 0]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), label=role)
+    ax.set_yscale("log")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("training loss")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    _style(ax)
+    return _png(fig)
+
+
+def stage_time_plot(bars: list[tuple[str, float]]) -> bytes:
+    """Minutes per stage (horizontal bars, pipeline order top to bottom)."""
+    fig, ax = _figure(6.5, 0.6 + 0.3 * len(bars))
+    labels = [b[0] for b in bars][::-1]
+    minutes = [b[1] for b in bars][::-1]
+    ax.barh(labels, minutes, color="#4c72b0")
+    for y, m in enumerate(minutes):
+        ax.text(m, y, f" {m:.1f}", va="center", fontsize=8)
+    ax.set_xlabel("minutes")
+    ax.set_xlim(0, max(minutes, default=1) * 1.15)
+    ax.tick_params(axis="y", labelsize=8)
     _style(ax)
     return _png(fig)

@@ -218,6 +218,34 @@ def steps_vs_expert(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     )
 
 
+def stage_costs(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Per run: episodes, tokens (episodes, reflections and judge calls) and dollars (the
+    episodes' cost at the policy's prices plus the judge's; NULL when nothing is priced)."""
+    return fetch(
+        con,
+        """
+        WITH e AS (
+            SELECT run, count(*) AS episodes, sum(tokens_in) AS t_in,
+                   sum(tokens_out) AS t_out, sum(cost_usd) AS usd
+            FROM episodes GROUP BY run
+        ), r AS (
+            SELECT run, sum(tokens_in) AS t_in, sum(tokens_out) AS t_out
+            FROM reflections GROUP BY run
+        ), j AS (
+            SELECT run, sum(tokens_in) AS t_in, sum(tokens_out) AS t_out, sum(cost_usd) AS usd
+            FROM judgments GROUP BY run
+        )
+        SELECT e.run, e.episodes,
+               e.t_in + coalesce(r.t_in, 0) + coalesce(j.t_in, 0) AS tokens_in,
+               e.t_out + coalesce(r.t_out, 0) + coalesce(j.t_out, 0) AS tokens_out,
+               CASE WHEN e.usd IS NULL AND j.usd IS NULL THEN NULL
+                    ELSE coalesce(e.usd, 0) + coalesce(j.usd, 0) END AS cost_usd
+        FROM e LEFT JOIN r USING (run) LEFT JOIN j USING (run)
+        ORDER BY e.run
+        """,
+    )
+
+
 QUERIES = {
     "eval_by_task": eval_by_task,
     "collect_attempts": collect_attempts,
@@ -227,6 +255,7 @@ QUERIES = {
     "rl_curve": rl_curve,
     "rl_reasons": rl_reasons,
     "steps_vs_expert": steps_vs_expert,
+    "stage_costs": stage_costs,
 }
 
 

@@ -7,7 +7,7 @@ print(eval_table(rows).to_markdown())                          # README table
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     import duckdb
 
 SUITE_LEVEL = "*"  # EvalRow.task_id of the row that sums a suite's tasks
+# The split whose numbers head the report (per-task table, figure, flat metrics) and that
+# the trajectory viewer shows by default: test where it was evaluated.
+REPORT_SPLITS = ("test", "val", "train")
 
 
 def _row(key: dict[str, Any], agg: dict[str, float], task_id: str, rate: float) -> EvalRow:
@@ -162,8 +165,11 @@ def eval_table(rows: Sequence[EvalRow]) -> Table:
     )
 
 
-def per_task_table(rows: Sequence[EvalRow]) -> Table:
-    """Task x policy success rates, "83.3% (6)" with n in brackets."""
+def per_task_table(
+    rows: Sequence[EvalRow], href: Callable[[str, str], str | None] | None = None
+) -> Table:
+    """Task x policy success rates, "83.3% (6)" with n in brackets. `href(run, task)`: the
+    link of a cell (in HTML), e.g. that run's viewer filtered to the task."""
     policies = list(dict.fromkeys(r.policy for r in suite_rows(rows)))
     cells: dict[tuple[str, str], EvalRow] = {}
     for r in rows:
@@ -171,13 +177,16 @@ def per_task_table(rows: Sequence[EvalRow]) -> Table:
             cells[(r.task_id, r.policy)] = r
     tasks = sorted({t for t, _ in cells})
     body = []
-    for task in tasks:
+    links: dict[tuple[int, int], str] = {}
+    for i, task in enumerate(tasks):
         line = [task]
-        for p in policies:
+        for j, p in enumerate(policies, start=1):
             r = cells.get((task, p))
             line.append(f"{pct(r.success_rate)} ({r.n})" if r else "—")
+            if r and href and (link := href(r.run, task)):
+                links[(i, j)] = link
         body.append(line)
-    return Table(["Task", *policies], body, ["left", *["right"] * len(policies)])
+    return Table(["Task", *policies], body, ["left", *["right"] * len(policies)], links)
 
 
 def metric_key(name: str, row: EvalRow, several_suites: bool) -> str:

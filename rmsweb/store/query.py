@@ -4,8 +4,11 @@
     rmsweb query --print-views > views.sql && duckdb -init views.sql
 
 Read-only by construction: the database is in memory, and only SELECT-like
-statements (SELECT, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN) are accepted, so a
-query cannot COPY, ATTACH or write into a run folder.
+statements (SELECT, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN, PIVOT, UNPIVOT) are accepted,
+so a query cannot COPY, ATTACH or write into a run folder.
+
+    rmsweb query "pivot (from evals where task_id = '*') on split using first(success_rate)
+                  group by policy"
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import base64
 import csv
 import io
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,8 @@ from typing import Any
 from rmsweb.errors import UserError
 
 FORMATS = ("table", "md", "csv", "json")
-CELL_WIDTH = 60  # table format only: long observation texts would wrap every row
+# Table format only: long observation texts would wrap every row. `--width 0`: no cut.
+CELL_WIDTH = 60
 
 
 def _cell_text(value: Any, limit: int | None) -> str:
@@ -39,8 +44,11 @@ def _cell_text(value: Any, limit: int | None) -> str:
     return text
 
 
-def format_table(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
-    cells = [[_cell_text(v, CELL_WIDTH) for v in row] for row in rows]
+def format_table(
+    columns: list[str], rows: list[tuple[Any, ...]], width: int | None = CELL_WIDTH
+) -> str:
+    """Aligned columns; cells longer than `width` characters end in "…" (None: whole)."""
+    cells = [[_cell_text(v, width) for v in row] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()
     rule = "  ".join("-" * w for w in widths)
@@ -97,6 +105,52 @@ FORMATTERS = {
 }
 
 
+# Keywords that begin a statement which writes, loads or changes settings. DuckDB parses
+# a PIVOT whose columns come from the data as MULTI (it first reads the distinct values),
+# and so it parses `COPY (PIVOT ...) TO 'f'` or `CREATE TABLE t AS PIVOT ...`: a MULTI
+# statement passes only when it pivots and holds none of these keywords.
+WRITING_KEYWORDS = frozenset(
+    [
+        "alter",
+        "attach",
+        "call",
+        "checkpoint",
+        "copy",
+        "create",
+        "delete",
+        "detach",
+        "drop",
+        "export",
+        "import",
+        "insert",
+        "install",
+        "load",
+        "merge",
+        "pragma",
+        "reset",
+        "set",
+        "truncate",
+        "update",
+        "use",
+        "vacuum",
+    ]
+)
+
+
+_WORD = re.compile(r"[A-Za-z_]+")
+
+
+def _is_read_only_pivot(query: str) -> bool:
+    import duckdb
+
+    words = {
+        m.group(0).lower()
+        for pos, kind in duckdb.tokenize(query)
+        if kind == duckdb.token_type.keyword and (m := _WORD.match(query, pos))
+    }
+    return bool(words & {"pivot", "unpivot"}) and not words & WRITING_KEYWORDS
+
+
 def check_read_only(sql: str) -> list[str]:
     """Split SQL into statements and refuse anything but SELECT-like ones."""
     import duckdb
@@ -107,6 +161,8 @@ def check_read_only(sql: str) -> list[str]:
         raise UserError(f"SQL does not parse: {exc}") from None
     allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
     for st in statements:
+        if st.type == duckdb.StatementType.MULTI and _is_read_only_pivot(st.query):
+            continue
         if st.type not in allowed:
             raise UserError(
                 f"only SELECT queries are allowed (read-only), got {st.type.name}: "
@@ -162,10 +218,13 @@ def main(
     runs: Path = Path("runs"),
     print_views: bool = False,
     skip_corrupt: bool = False,
+    width: int = CELL_WIDTH,
 ) -> None:
     """The `rmsweb query` command."""
     if fmt not in FORMATTERS:
         raise UserError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}.")
+    if width < 0:
+        raise UserError(f"--width {width}: give a number of characters, or 0 for no limit.")
     runs = Path(runs)
     if not runs.is_dir():
         raise UserError(f"runs folder {runs} does not exist (--runs DIR).")
@@ -179,5 +238,8 @@ def main(
     if not sql:
         raise UserError('give a query, e.g. rmsweb query "select count(*) from episodes".')
     results = run_query(sql, runs, skip_corrupt=skip_corrupt)
-    out = [FORMATTERS[fmt](columns, rows) for columns, rows in results]
+    if fmt == "table":
+        out = [format_table(columns, rows, width or None) for columns, rows in results]
+    else:
+        out = [FORMATTERS[fmt](columns, rows) for columns, rows in results]
     sys.stdout.write("\n\n".join(out) + "\n")

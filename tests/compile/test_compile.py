@@ -113,8 +113,14 @@ def test_stage_wiring(repo_root: Path) -> None:
     # One hop from dvc.yaml to the code: the stage's module is named and is the first dep.
     assert sft["deps"][0] == "rmsweb/train/sft/stage.py"
     assert "code: rmsweb/train/sft/stage.py" in sft["desc"]
-    assert sft["outs"] == ["runs/sft/miniwob-cpu/s0"]
-    assert sft["metrics"] == [{"metrics/sft/miniwob-cpu-s0.json": {"cache": False}}]
+    # The stage's metrics and plot files are plain git-tracked outs, outside DVC's default
+    # views (those read the report stages' summaries: dvc.yaml's top-level metrics).
+    assert sft["outs"] == [
+        "runs/sft/miniwob-cpu/s0",
+        {"metrics/sft/miniwob-cpu-s0.json": {"cache": False}},
+        {"metrics/sft/miniwob-cpu-s0.loss.csv": {"cache": False}},
+    ]
+    assert "metrics" not in sft and "plots" not in sft
     assert not any(p.endswith((".seed", ".seeds")) for p in sft["params"])  # --seed, not params
     assert "miniwob-cpu.sft.learning_rate" in sft["params"]
     assert not any(p.startswith("miniwob-cpu.rl") for p in sft["params"])
@@ -123,6 +129,22 @@ def test_stage_wiring(repo_root: Path) -> None:
     assert "runs/rl/miniwob-cpu/s0" in report["deps"]
     assert "runs/eval/miniwob-cpu/rl/s0" in report["deps"]
     assert "runs/mine/miniwob-cpu/s0" in report["deps"]
+
+
+def test_dvc_default_views_read_the_summaries_and_figures_only(repo_root: Path) -> None:
+    dvc = yaml.safe_load(compile_project(repo_root)["dvc.yaml"])
+    assert dvc["metrics"] == ["metrics/summary"] and dvc["plots"] == ["metrics/figures"]
+    assert not any("metrics" in s or "plots" in s for s in dvc["stages"].values())
+    report = dvc["stages"]["report_miniwob-cpu"]
+    # The report reads what the stages wrote beside their outputs: wall times, the SFT
+    # loss curve; and writes the experiment's summary and figures there.
+    assert {"metrics/sft/miniwob-cpu-s0.json", "metrics/sft/miniwob-cpu-s0.loss.csv"} <= set(
+        report["deps"]
+    )
+    assert report["outs"][-2:] == [
+        {"metrics/summary/miniwob-cpu.json": {"cache": False}},
+        {"metrics/figures/miniwob-cpu": {"cache": False}},
+    ]
 
 
 def test_sky_files_shape(repo_root: Path) -> None:
@@ -358,10 +380,10 @@ def test_an_owner_that_changes_keeps_its_stage_and_the_copy_gets_its_own(
     spec.write_text(text.replace("\n  max_steps: 1600", "\n  max_steps: 1700", 1))
     assert CliRunner().invoke(app, ["compile", "--root", str(project)]).exit_code == 0
     after = _stages(project)
-    assert after["sft-s0_miniwob-cpu"]["outs"] == ["runs/sft/miniwob-cpu/s0"]
+    assert after["sft-s0_miniwob-cpu"]["outs"][0] == "runs/sft/miniwob-cpu/s0"
     assert "miniwob-cpu.sft.max_steps" in after["sft-s0_miniwob-cpu"]["params"]
-    assert after["sft-s0_a"]["outs"] == ["runs/sft/a/s0"]  # the unchanged copy's own stage
-    assert after["collect_miniwob-cpu"]["outs"] == ["runs/collect/miniwob-cpu"]  # still shared
+    assert after["sft-s0_a"]["outs"][0] == "runs/sft/a/s0"  # the unchanged copy's own stage
+    assert after["collect_miniwob-cpu"]["outs"][0] == "runs/collect/miniwob-cpu"  # still shared
 
 
 def test_stage_names_reads_a_file_with_conflict_markers(tmp_path: Path) -> None:
@@ -374,3 +396,19 @@ def test_stage_names_reads_a_file_with_conflict_markers(tmp_path: Path) -> None:
     )
     assert stage_names(path) == ["a_x", "b_x", "c_y"]
     assert stage_names(tmp_path / "none.yaml") == []
+
+
+def test_out_writes_the_generated_files_elsewhere(project: Path, tmp_path: Path) -> None:
+    spec = project / "experiments" / "smoke.yaml"
+    spec.write_text(spec.read_text().replace("max_steps: 60", "max_steps: 61"))
+    before = (project / "params.yaml").read_text()
+    elsewhere = tmp_path / "preview"
+    result = CliRunner().invoke(app, ["compile", "--root", str(project), "--out", str(elsewhere)])
+    assert result.exit_code == 0, result.output
+    assert (project / "params.yaml").read_text() == before  # the project is left as it was
+    assert "max_steps: 61" in (elsewhere / "params.yaml").read_text()
+    assert {"dvc.yaml", "params.yaml", "sky/smoke.yaml"} <= {
+        p.relative_to(elsewhere).as_posix() for p in elsewhere.rglob("*") if p.is_file()
+    }
+    result = CliRunner().invoke(app, ["compile", "--check", "--out", str(elsewhere)])
+    assert result.exit_code == 2 and "takes no --out" in result.stderr

@@ -30,7 +30,13 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with ShardWriter(runs["eval-sft"]) as sink:
         sink.write(rec)
     out = root / "report"
-    write_report(out, runs, title="Browser check", viewer_max_episodes=50)
+    write_report(
+        out,
+        runs,
+        title="Browser check",
+        viewer_max_episodes=50,
+        side_by_side=[("eval-sft", "eval-rl")],
+    )
     return out
 
 
@@ -60,12 +66,13 @@ def test_report_page(browser, report_dir: Path, tmp_path: Path) -> None:
     page, errors = open_page(browser, (report_dir / "report.html").as_uri())
     assert page.title() == "Browser check"
     headings = page.locator("h2").all_inner_texts()
-    assert headings[:7] == [
+    assert headings[:8] == [
         "Results",
         "Per-task success (test split)",
         "Arms over training seeds (test split)",
         "Collection: reflection retries",
         "Retry study: none / blind / reflect, with costs and the critic's grade",
+        "SFT: training loss",
         "Failure-mode mining",
         "RL: rewards, gate and losses",
     ]
@@ -154,12 +161,48 @@ def test_mine_viewer_jumps_to_the_critical_step(browser, report_dir: Path) -> No
     box = critical.bounding_box()
     top = page.locator("#episode").bounding_box()
     step = int(critical.get_attribute("id").removeprefix("step-"))
-    if step > 0:  # scrolled: the critical step sits at the top of the episode pane
+    if step > 1:  # scrolled: the critical step sits at the top of the episode pane
         assert abs(box["y"] - top["y"]) < 5
     # `#<episode id>@<step>` opens that step instead.
-    page.goto(f"{url}#{ids[0]}@0")
+    page.goto(f"{url}#{ids[0]}@1")  # step numbers count from 1, as in reflections
     page.reload()
-    first = page.locator("#step-0").bounding_box()
+    assert page.locator("#steps section.step").first.get_attribute("id") == "step-1"
+    assert page.locator("#step-1 .step-no").inner_text() == "Step 1"
+    first = page.locator("#step-1").bounding_box()
     assert abs(first["y"] - page.locator("#episode").bounding_box()["y"]) < 60
+    page.close()
+    assert errors == []
+
+
+def test_per_task_cells_open_the_viewer_at_that_task(browser, report_dir: Path) -> None:
+    page, errors = open_page(browser, (report_dir / "report.html").as_uri())
+    link = page.locator("table a[href^='viewer/eval-sft.html#task=login-user']").first
+    link.click()
+    page.wait_for_url("**/viewer/eval-sft.html#task=login-user")
+    page.wait_for_function("() => document.getElementById('f-task').value === 'login-user'")
+    ids = page.locator("#episode-list li").evaluate_all("lis => lis.map(l => l.dataset.episode)")
+    assert ids and all(i.startswith("login-user/") for i in ids)
+    assert page.locator("#episode h2").inner_text().endswith(ids[0])
+    assert "test split" in page.locator("header").inner_text()
+    page.close()
+    assert errors == []
+
+
+def test_side_by_side_page_shows_both_episodes_of_a_unit(browser, report_dir: Path) -> None:
+    page, errors = open_page(browser, (report_dir / "viewer" / "eval-sft-vs-eval-rl.html").as_uri())
+    first = page.locator("#episode-list li").first
+    unit = first.get_attribute("data-episode")  # "<task>/<seed>"
+    panes = page.locator(".pair .episode-pane")
+    assert panes.count() == 2
+    heads = panes.locator("h3").first.inner_text(), panes.nth(1).locator("h3").first.inner_text()
+    task, seed = unit.rsplit("/", 1)
+    assert heads[0].endswith(f"{task}/{seed}/sft/0") and heads[1].endswith(f"{task}/{seed}/rl/0")
+    # Units whose outcomes differ come first: the first entry's two badges disagree.
+    badges = first.locator(".badge").all_inner_texts()
+    assert badges[0].split(": ")[1] != badges[1].split(": ")[1]
+    page.select_option("#f-outcome", "both")
+    for li in page.locator("#episode-list li").all():
+        assert li.locator(".badge").all_inner_texts() == ["A: success", "B: success"]
+    assert page.locator("#a-step-1").count() == 1 and page.locator("#b-step-1").count() == 1
     page.close()
     assert errors == []

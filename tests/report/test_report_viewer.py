@@ -1,4 +1,5 @@
-"""Viewer data: action display, episode cap spread over tasks, screenshot budget, CLI."""
+"""Viewer data: action display, episode cap spread over tasks, screenshot budget, the split
+shown, run folder resolution, page names, two runs side by side, CLI."""
 
 from __future__ import annotations
 
@@ -10,8 +11,31 @@ import pytest
 from typer.testing import CliRunner
 
 from rmsweb.cli import app
-from rmsweb.report.viewer import format_action, load_viewer_data, render_viewer
-from rmsweb.store.synthetic import TASKS, write_collect_run, write_eval_run
+from rmsweb.errors import UserError
+from rmsweb.report.viewer import (
+    format_action,
+    load_compare_data,
+    load_viewer_data,
+    page_name,
+    render_viewer,
+)
+from rmsweb.store.synthetic import TASKS, make_episode, write_collect_run, write_eval_run
+from rmsweb.store.writer import ShardWriter
+
+
+def write_split_run(root: Path, policy: str, outcomes: dict[tuple[str, int], bool]) -> Path:
+    """An eval run like the real ones: test seeds 0.., val seeds 50000.. in one folder."""
+    run = f"eval/x/{policy}/s0"
+    with ShardWriter(root / run) as sink:
+        for (task, seed), ok in outcomes.items():
+            rec = make_episode(run=run, task=task, seed=seed, policy=policy, success=ok, n_steps=2)
+            rec.episode.split = "val" if seed >= 50000 else "test"
+            sink.write(rec)
+    return root / run
+
+
+def _units(seeds: range, ok: bool) -> dict[tuple[str, int], bool]:
+    return {(task, seed): ok for task in TASKS[:2] for seed in seeds}
 
 
 @pytest.mark.parametrize(
@@ -70,7 +94,11 @@ def test_reflections_of_earlier_attempts_are_shown_as_conditioning(tmp_path: Pat
 def test_page_text_cannot_close_the_data_script(tmp_path: Path) -> None:
     page = render_viewer(
         {
+            "mode": "single",
             "run": "r",
+            "split": "test",
+            "splits": {"test": 1},
+            "cap": 200,
             "total": 1,
             "successes": 0,
             "shown": 1,
@@ -93,12 +121,12 @@ def test_view_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, ["view", str(run)])
     # The default page goes to the working directory, never into the (DVC-tracked) run.
-    assert res.exit_code == 0 and (tmp_path / "sft-viewer.html").exists()
+    assert res.exit_code == 0 and (tmp_path / "eval-x-sft-test-viewer.html").exists()
     assert not (run / "viewer.html").exists()
     target = tmp_path / "v" / "page.html"
     res = CliRunner().invoke(app, ["view", str(run), "--out", str(target)])
     assert res.exit_code == 0 and target.read_text().startswith("<!doctype html>")
-    res = CliRunner().invoke(app, ["view", str(tmp_path)])
+    res = CliRunner().invoke(app, ["view", str(tmp_path / "v")])  # no run in or below it
     assert res.exit_code == 2 and "no episodes table" in res.stderr
 
 
@@ -114,3 +142,77 @@ def test_mine_run_viewer_carries_mined_states_and_labels(tmp_path: Path) -> None
     for e in mined:
         steps = {s["step"] for s in e["steps"]}
         assert all(m["step"] in steps and m["reference_actions"] for m in e["mined"])
+
+
+def test_default_split_is_the_reports_and_the_page_names_it(tmp_path: Path) -> None:
+    run = write_split_run(
+        tmp_path / "runs", "sft", {**_units(range(3), True), **_units(range(50000, 50002), False)}
+    )
+    data = load_viewer_data(run)
+    assert data["split"] == "test" and data["splits"] == {"test": 6, "val": 4}
+    assert {e["split"] for e in data["episodes"]} == {"test"} and data["total"] == 6
+    page = render_viewer(data, "t")
+    assert '<span class="split-tag">test split</span>' in page
+    assert "Also in this run: val (4 episodes; --split val)" in page
+    val = load_viewer_data(run, split="val")
+    assert {e["seed"] for e in val["episodes"]} == {50000, 50001} and val["successes"] == 0
+    everything = load_viewer_data(run, split="all", max_episodes=3)
+    assert everything["total"] == 10 and everything["shown"] == 3
+    with pytest.raises(UserError, match=r"no train episodes \(has: test \(6\), val \(4\)\)"):
+        load_viewer_data(run, split="train")
+
+
+def test_a_folder_above_one_run_opens_it_and_above_several_names_them(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    s0 = write_split_run(root, "sft", _units(range(2), True))
+    assert load_viewer_data(s0.parent)["run"] == "eval/x/sft/s0"  # README's `.../sft`
+    (root / "eval/x/sft/s1/episodes").mkdir(parents=True)
+    (s0 / "episodes").rename(root / "eval/x/sft/s1/episodes")
+    write_split_run(root, "sft", _units(range(2), True))  # s0 again: now two runs below
+    res = CliRunner().invoke(app, ["view", str(s0.parent)])
+    assert res.exit_code == 2 and "the runs below it are sft/s0, sft/s1" in res.stderr
+    res = CliRunner().invoke(app, ["view", str(tmp_path)])
+    assert res.exit_code == 2 and "no episodes table" in res.stderr
+
+
+def test_pages_of_different_runs_and_splits_get_different_names(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    units = {**_units(range(2), True), **_units(range(50000, 50001), True)}
+    sft, rl = write_split_run(root, "sft", units), write_split_run(root, "rl", units)
+    names = {
+        page_name(load_viewer_data(sft)),
+        page_name(load_viewer_data(rl)),
+        page_name(load_viewer_data(sft, split="val")),
+        page_name(load_compare_data(sft, rl)),
+    }
+    assert names == {
+        "eval-x-sft-s0-test-viewer.html",
+        "eval-x-rl-s0-test-viewer.html",
+        "eval-x-sft-s0-val-viewer.html",
+        "eval-x-sft-s0-vs-eval-x-rl-s0-test-viewer.html",
+    }
+
+
+def test_compare_pairs_the_same_units_with_differing_outcomes_first(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    sft = write_split_run(root, "sft", {**_units(range(4), False), ("click-button", 9): True})
+    # RL solves seeds 1 and 3 of both tasks; seed 9 is only in the SFT run.
+    rl = write_split_run(root, "rl", {(t, s): s in (1, 3) for t, s in _units(range(4), False)})
+    data = load_compare_data(sft, rl, max_units=5)
+    assert data["split"] == "test" and data["total"] == 8 and data["differ"] == 4
+    assert data["successes"] == [0, 4]  # over the shared units only
+    keys = [(u["task_id"], u["seed"]) for u in data["units"]]
+    assert keys[:4] == [
+        ("click-button", 1),
+        ("enter-text", 1),
+        ("click-button", 3),
+        ("enter-text", 3),
+    ]  # differing first, spread over tasks
+    assert len(keys) == 5 and ("click-button", 9) not in keys
+    for u in data["units"]:
+        assert (u["a"]["policy"], u["b"]["policy"]) == ("sft", "rl")
+        assert u["a"]["seed"] == u["b"]["seed"] == u["seed"] and u["a"]["steps"]
+    res = CliRunner().invoke(
+        app, ["view", str(sft), "--compare", str(rl), "--out", str(tmp_path / "c.html")]
+    )
+    assert res.exit_code == 0 and "outcomes differ on 4" in (tmp_path / "c.html").read_text()

@@ -139,3 +139,37 @@ def test_view_sql_escapes_quotes_in_paths(tmp_path: Path) -> None:
     con = duckdb.connect()
     con.execute(view_sql({"eval/e/p": run}))
     assert con.execute("select run, count(*) from steps group by 1").fetchall() == [("eval/e/p", 1)]
+
+
+def test_pivot_is_a_query_and_pivoted_writes_are_refused(runs: Path, tmp_path: Path) -> None:
+    sql = (
+        "pivot (select policy, task_id, success::int as ok from episodes) "
+        "on policy using sum(ok) group by task_id order by task_id"
+    )
+    code, out, err = query(runs, sql, "--format", "csv")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["task_id"] for r in rows] == sorted(r["task_id"] for r in rows) and len(rows) == 5
+    assert {r["expert"] for r in rows} == {"1"}  # the expert solves its one seed per task
+    target = tmp_path / "p.csv"
+    for bad in (
+        f"copy (pivot episodes on policy using count(*)) to '{target}'",
+        "create table t as pivot episodes on policy using count(*)",
+        "insert into x pivot episodes on policy using count(*)",
+    ):
+        code, _, err = query(runs, bad)
+        assert code == 2 and "only SELECT" in err, bad
+    assert not target.exists()
+
+
+def test_width_option_cuts_long_cells_or_keeps_them_whole(runs: Path) -> None:
+    sql = "select obs_text from steps order by episode_id, step limit 1"
+    code, out, _ = query(runs, sql)
+    line = out.splitlines()[2]
+    assert code == 0 and len(line) == 60 and line.endswith("…")
+    code, out, _ = query(runs, sql, "--width", "0")
+    assert code == 0 and len(out.splitlines()[2]) > 60 and "…" not in out
+    code, out, _ = query(runs, sql, "--width", "20")
+    assert code == 0 and len(out.splitlines()[2]) == 20
+    code, _, err = query(runs, sql, "--width", "-1")
+    assert code == 2 and "--width" in err
