@@ -88,7 +88,13 @@ def main(io: StageIO) -> None:
         io.spec, "sft", io.out / "checkpoints", inputs=io.inputs, seed=io.seed
     )
     start = time.time()
-    model, history = train_sft(loaded.model, loaded.tokenizer, samples, hyper, work_dir, lora)
+    from rmsweb.train.live_log import rank_zero, sft_callback
+
+    # curves while it trains (rank 0 only)
+    live = [sft_callback(io.plot_path("dvclive"), resume=True)] if rank_zero() else []
+    model, history = train_sft(
+        loaded.model, loaded.tokenizer, samples, hyper, work_dir, lora, callbacks=live
+    )
     wall = time.time() - start
     final = io.out / "model"
     if lora:

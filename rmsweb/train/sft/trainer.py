@@ -71,8 +71,11 @@ def train_sft(
     work_dir: Path,
     lora: dict[str, Any] | None = None,
     plain_loss: bool | None = None,
+    callbacks: list[Any] | None = None,
 ) -> tuple[Any, list[dict]]:
     """Run SFTTrainer; returns the trained model and the log history.
+
+    `callbacks`: extra transformers TrainerCallbacks (the stage's DVCLive logger).
 
     `plain_loss`: None decides from the vocabulary size (`uses_plain_loss`); True or
     False forces the plain causal-LM loss or TRL's fused one (tests compare them).
@@ -149,6 +152,7 @@ def train_sft(
         eval_dataset=eval_ds,
         processing_class=tokenizer,
         peft_config=peft_config,
+        callbacks=callbacks,
     )
     last = _last_checkpoint(work_dir)
     trainer.train(resume_from_checkpoint=str(last) if last else None)
