@@ -255,15 +255,21 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and math.isfinite(v)
+
+
 def rl_section(
     rep: Report,
     curve: list[dict],
     reasons: list[dict],
     stages: Mapping[str, pipeline.StageRecord] | None = None,
+    drift: Mapping[str, list[dict]] | None = None,
 ) -> Section:
     """Per RL run: steps, gate outcomes, rewards, losses, the groups that had contrast but
     the competence bounds alone rejected, and the KL to the SFT policy at the end (from
-    the RL stage's metrics file, `kl_to_sft_final`)."""
+    the RL stage's metrics file, `kl_to_sft_final`); `drift` (role -> the stage's curves
+    CSV rows) adds the KL to SFT and the policy's entropy at the probe steps."""
     sec = Section("RL: rewards, gate and losses")
     kl_of = {r.run: r.metrics.get("kl_to_sft_final") for r in (stages or {}).values()}
     if not curve:
@@ -343,6 +349,15 @@ def rl_section(
             "states)."
         )
     )
+    if drift and any(_finite(r.get("entropy")) for rows in drift.values() for r in rows):
+        sec.blocks.append(
+            Figure(
+                "rl_drift",
+                plots.rl_drift_plot(drift),
+                "KL to the SFT policy and the policy's token entropy at RL's checkpoints "
+                "(exact, on the policy's own samples of rl.kl_probe_states states)",
+            )
+        )
     sec.blocks.append(
         Figure(
             "rl",
@@ -430,6 +445,7 @@ def build_report(
     comparisons: Sequence[tuple[str, str]] = (),
     stages: Mapping[str, pipeline.StageRecord] | None = None,
     loss_curves: Mapping[str, list[dict]] | None = None,
+    rl_curves: Mapping[str, list[dict]] | None = None,
     viewers: Mapping[str, str] | None = None,
 ) -> Report:
     """The report over the given runs (role -> run folder; roles as the stage's --in).
@@ -477,7 +493,9 @@ def build_report(
     doc.sections.append(retry_study.section(rep.metrics, data))
     doc.sections.append(pipeline.sft_section(rep, loss_curves or {}, stages))
     doc.sections.append(mining.mine_section(rep, mined))
-    doc.sections.append(rl_section(rep, data["rl_curve"], data["rl_reasons"], stages))
+    doc.sections.append(
+        rl_section(rep, data["rl_curve"], data["rl_reasons"], stages, rl_curves or {})
+    )
     doc.sections.append(pipeline.stages_section(rep, stages, data["stage_costs"]))
     doc.sections.append(inputs_section(runs, counts))
     for name in PLOT_FILES:
@@ -509,6 +527,7 @@ def write_report(
     comparisons: Sequence[tuple[str, str]] = (),
     stages: Mapping[str, pipeline.StageRecord] | None = None,
     loss_curves: Mapping[str, list[dict]] | None = None,
+    rl_curves: Mapping[str, list[dict]] | None = None,
     side_by_side: Sequence[tuple[str, str]] = (),
 ) -> Report:
     """Write report.md, report.html, plots/*.png and (optionally) the viewers to `out`:
@@ -525,6 +544,7 @@ def write_report(
         comparisons=comparisons,
         stages=stages,
         loss_curves=loss_curves,
+        rl_curves=rl_curves,
         viewers={run_name(Path(runs[role])): page for role, page in pages.items()},
     )
     out.mkdir(parents=True, exist_ok=True)
