@@ -165,7 +165,7 @@ def _menu_match(name: str, what: str) -> bool:
     return name == what or name.startswith(what + " @")
 
 
-EXPERT_FUNCTIONS = {
+EXPERT_FUNCTIONS_BASE = {
     "click-button": click_button,
     "click-button-sequence": click_button_sequence,
     "click-link": click_link,
@@ -177,4 +177,69 @@ EXPERT_FUNCTIONS = {
     "click-option": click_option,
     "navigate-tree": navigate_tree,
     "social-media": social_media,
+}
+
+
+def click_test(instruction: str, obs: Observation, history: Sequence[HistoryItem]) -> list[Action]:
+    # "Click the button." One button.
+    return [click(e.id) for e in find(obs, "button")]
+
+
+def click_test_2(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # "Click button ONE." Two buttons, ONE and TWO.
+    m = re.search(r"Click button (\w+)", instruction)
+    return [click(e.id) for e in find(obs, "button", m.group(1))] if m else []
+
+
+# click-widget's widget kinds as the observation shows them: (role, tag) pairs.
+_WIDGETS = {
+    "radio": ("radio", "input:radio"),
+    "checkbox": ("checkbox", "input:checkbox"),
+    "text": ("textbox", "input:input"),
+    "textarea": ("textbox", "textarea"),
+    "button": ("button", "button"),
+}
+
+
+def click_widget(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # 'Click on a "textarea" widget.'
+    (kind,) = quoted(instruction)[:1] or [""]
+    want = _WIDGETS.get(kind)
+    return [click(e.id) for e in elements(obs) if (e.role, e.tag) == want]
+
+
+def click_collapsible(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # "Expand the section below and click submit." Submit counts only with the section open.
+    sections = [e for e in find(obs, "tab") if e.name.startswith("Section #")]
+    closed = [e for e in sections if "selected" not in e.states]
+    if closed:
+        return [click(e.id) for e in closed]
+    return [click(e.id) for e in find(obs, ("button", "tab"), "Submit")]
+
+
+EXPERT_FUNCTIONS = {
+    **EXPERT_FUNCTIONS_BASE,
+    "click-test": click_test,
+    "click-test-2": click_test_2,
+    "click-test-transfer": click_test_2,
+    "click-widget": click_widget,
+    "click-collapsible": click_collapsible,
+    "click-collapsible-nodelay": click_collapsible,
+    "unicode-test": click_button,
+    # the same page logic as click-tab-2 (jQuery tabs, or an accordion whose open
+    # section is "selected"): click the link once shown, else open another section
+    "click-tab-2-easy": click_tab_2,
+    "click-tab-2-medium": click_tab_2,
+    "click-tab-2-hard": click_tab_2,
+    "click-collapsible-2": click_tab_2,
+    "click-collapsible-2-nodelay": click_tab_2,
+    # the same instruction as click-checkboxes, with more boxes (large) or seeds (transfer)
+    "click-checkboxes-large": click_checkboxes,
+    "click-checkboxes-transfer": click_checkboxes,
 }
