@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from rmsweb.env.actions import Action, click
+from rmsweb.env.actions import Action, click, press
 from rmsweb.env.types import HistoryItem, Observation
 
-from .common import clicked_ids, elements, find, quoted
+from .common import clicked_ids, elements, find, quoted, value
 
 
 def click_button(
@@ -223,8 +223,98 @@ def click_collapsible(
     return [click(e.id) for e in find(obs, ("button", "tab"), "Submit")]
 
 
+def odd_or_even(instruction: str, obs: Observation, history: Sequence[HistoryItem]) -> list[Action]:
+    # "Mark the numbers below as odd or even and press submit when done." Rows: Odd
+    # button, the number, Even button. The page marks a choice only by a CSS class, so
+    # the history says which button of a row was clicked last.
+    els = elements(obs)
+    clicks = clicked_ids(history)
+    todo: list[Action] = []
+    for i, e in enumerate(els[1:-1], start=1):
+        odd, even = els[i - 1], els[i + 1]
+        if e.role != "text" or not re.fullmatch(r"-?\d+", e.name):
+            continue
+        if (odd.name, even.name) != ("Odd", "Even"):
+            continue
+        right = odd if int(e.name) % 2 else even
+        last = [c for c in clicks if c in (odd.id, even.id)][-1:]
+        if last != [right.id]:
+            todo.append(click(right.id))
+    return todo or [click(e.id) for e in find(obs, "button", "Submit")]
+
+
+def _posts(obs: Observation) -> list[tuple[str, list]]:
+    """social-media-all/some posts: (username, the post's icons), in page order."""
+    out: list[tuple[str, list]] = []
+    for e in elements(obs):
+        if e.role == "text" and e.name.startswith("@"):
+            out.append((e.name, []))
+        elif e.role == "img" and out:
+            out[-1][1].append(e)
+    return out
+
+
+def _social_toggles(instruction: str, obs: Observation) -> list[Action]:
+    # 'Click the "Like" button on all posts by @agustina and then click Submit.'
+    # 'Click the "Share" button on 2 posts by @x and then click Submit.' An icon toggles
+    # on each click; the observation names a lit one "like active". Every other icon
+    # must end off.
+    m = re.match(
+        r'Click the "(\w+)" button on (all|\d+) posts? by (\S+) and then click', instruction
+    )
+    posts = _posts(obs)
+    if not m or not posts:
+        return []
+    icon, amount, user = m.group(1).lower(), m.group(2), m.group(3)
+    targets = [
+        x for name, icons in posts if name == user for x in icons if x.name.split()[:1] == [icon]
+    ]
+    need = len(targets) if amount == "all" else int(amount)
+    on = [x for _, icons in posts for x in icons if "active" in x.name.split()[1:]]
+    wrong = [click(x.id) for x in on if x not in targets]
+    if wrong:
+        return wrong
+    lit = [t for t in targets if t in on]
+    if len(lit) > need:
+        return [click(t.id) for t in lit]
+    if len(lit) < need:
+        return [click(t.id) for t in targets if t not in on]
+    return [click(e.id) for e in find(obs, "button", "Submit")]
+
+
+def social_media_all(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    return _social_toggles(instruction, obs)
+
+
+def use_spinner(instruction: str, obs: Observation, history: Sequence[HistoryItem]) -> list[Action]:
+    # "Select -6 with the spinner and hit Submit." The spinner ignores typing; with it
+    # focused, arrows step by 1 and Page Up/Down by 10 (jQuery UI's defaults).
+    m = re.search(r"Select (-?\d+) with the spinner", instruction)
+    spin = find(obs, "spinbutton")
+    if not m or not spin:
+        return []
+    try:
+        now = int(value(spin[0]) or "0")
+    except ValueError:
+        return []
+    d = int(m.group(1)) - now
+    if d == 0:
+        return [click(e.id) for e in find(obs, "button", "Submit")]
+    if "focused" not in spin[0].states:
+        return [click(spin[0].id)]
+    if abs(d) > 5:
+        return [press("PageUp" if d > 0 else "PageDown")]
+    return [press("ArrowUp" if d > 0 else "ArrowDown")]
+
+
 EXPERT_FUNCTIONS = {
     **EXPERT_FUNCTIONS_BASE,
+    "odd-or-even": odd_or_even,
+    "social-media-all": social_media_all,
+    "social-media-some": social_media_all,
+    "use-spinner": use_spinner,
     "click-test": click_test,
     "click-test-2": click_test_2,
     "click-test-transfer": click_test_2,
@@ -239,7 +329,7 @@ EXPERT_FUNCTIONS = {
     "click-tab-2-hard": click_tab_2,
     "click-collapsible-2": click_tab_2,
     "click-collapsible-2-nodelay": click_tab_2,
-    # the same instruction as click-checkboxes, with more boxes (large) or seeds (transfer)
-    "click-checkboxes-large": click_checkboxes,
+    # the same instruction as click-checkboxes (click-checkboxes-large needs more steps
+    # than an episode's 10)
     "click-checkboxes-transfer": click_checkboxes,
 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Sequence
 
@@ -172,5 +174,66 @@ EXPERT_FUNCTIONS.update(
             "email-inbox-reply",
             "email-inbox-star-reply",
         )
+    }
+)
+
+
+# The *-nl-turk variants word each instruction with one of the crowd-written templates
+# the task page loads (train split: the page runs in its default data mode).
+_TURK_FILE = "common/special/email-inbox-nl/templates.js"
+_TURK_ACTION = {"forward": "forward", "reply": "reply", "delete": "trash", "important": "star"}
+
+
+@functools.cache
+def _turk_patterns() -> list[tuple[re.Pattern[str], str]]:
+    from rmsweb.suites.miniwob import html_root
+
+    text = (html_root() / _TURK_FILE).read_text(encoding="utf-8")
+    data = json.loads(text[text.index("{") : text.rindex("}") + 1])
+    out = []
+    for kind, splits in data.items():
+        for t in splits["train"]:
+            p = re.escape(t.strip())
+            for slot, group in (("NAME", "name"), ("DEST", "dest"), ("MSG", "msg")):
+                p = p.replace(slot, f"(?P<{group}>.+?)", 1)
+            out.append((re.compile(p), _TURK_ACTION[kind], len(t)))
+    # the most literal templates first
+    return [(p, a) for p, a, _ in sorted(out, key=lambda x: -x[2])]
+
+
+def parse_turk(instruction: str) -> list[tuple[str, str, str]]:
+    """Every (sender, action, argument) reading of an nl-turk instruction."""
+    out = []
+    for p, action in _turk_patterns():
+        m = p.fullmatch(instruction.strip())
+        if not m:
+            continue
+        g = m.groupdict()
+        arg = g.get("dest") or g.get("msg") or ""
+        reading = (g["name"], action, arg)
+        if reading not in out:
+            out.append(reading)
+    return out
+
+
+def email_inbox_nl_turk(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # A template may swap the names' roles ("Find the email from DEST and forward it to
+    # NAME."), so an instruction can read two ways: take the first reading whose sender
+    # is on the page (an inbox sender, or the open email's).
+    readings = parse_turk(instruction)
+    if not readings:
+        return []
+    shown = {e.name for e in elements(obs) if e.role == "link"} | {_open_sender(obs)}
+    shown |= {e.name for e in elements(obs) if e.role == "text"}
+    fitting = [r for r in readings if r[0] in shown] or readings
+    return _solve_inbox(*fitting[0], obs)
+
+
+EXPERT_FUNCTIONS.update(
+    {
+        "email-inbox-nl-turk": email_inbox_nl_turk,
+        "email-inbox-forward-nl-turk": email_inbox_nl_turk,
     }
 )

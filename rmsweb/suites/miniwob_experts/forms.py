@@ -397,5 +397,6 @@ EXPERT_FUNCTIONS = {
     "choose-list": choose_list,
     "enter-date": enter_date,
     "use-autocomplete": use_autocomplete,
+    "use-autocomplete-nodelay": use_autocomplete,
     "search-engine": search_engine,
 }

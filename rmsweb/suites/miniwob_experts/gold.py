@@ -1,0 +1,2 @@
+GOLD_STEPS: dict[str, float] = {}
+MULTI_STEP: tuple[str, ...] = ()
