@@ -141,6 +141,7 @@ MINIWOB_TASKS: tuple[str, ...] = (
 # Tasks with a scripted expert (rmsweb.suites.miniwob_experts.EXPERTS): the expert
 # teacher, oracle mining and the expert eval policy work on these only.
 MINIWOB_EXPERT_TASKS: tuple[str, ...] = (
+    "buy-ticket",
     "choose-list",
     "click-button",
     "click-button-sequence",
@@ -186,12 +187,14 @@ MINIWOB_EXPERT_TASKS: tuple[str, ...] = (
     "focus-text-2",
     "form-sequence-2",
     "form-sequence-3",
+    "generate-number",
     "login-user",
     "login-user-popup",
     "multi-layouts",
     "multi-orderings",
     "navigate-tree",
     "odd-or-even",
+    "order-food",
     "read-table",
     "read-table-2",
     "search-engine",

@@ -6,10 +6,9 @@ this test keeps the two equal.
 
 from __future__ import annotations
 
-from rmsweb.suites.miniwob_experts.gold import GOLD_STEPS, MULTI_STEP
-
 from rmsweb.spec.miniwob_tasks import MINIWOB_EXPERT_TASKS, MINIWOB_TASKS
 from rmsweb.suites.miniwob_experts import EXPERTS
+from rmsweb.suites.miniwob_experts.gold import GOLD_STEPS, MULTI_STEP
 
 
 def test_expert_task_list_equals_the_registry() -> None:

@@ -1,6 +1,6 @@
 """Every scripted MiniWoB expert solves its task: 5 test seeds per task by default, all
 50 default test seeds in the slow tier (`-m slow`), where the mean gold length must also
-equal the one `rmsweb suite list miniwob` shows (miniwob_experts.gold.GOLD_STEPS)."""
+match the one `rmsweb suite list miniwob` shows (miniwob_experts.gold.GOLD_STEPS)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from rmsweb.suites.miniwob_experts.gold import GOLD_STEPS
 
 from rmsweb.agents.expert import ExpertPolicy
 from rmsweb.rollout.runner import EpisodeRunner
@@ -16,6 +15,7 @@ from rmsweb.spec import MiniWoBSuite
 from rmsweb.store.rows import EpisodeRow, MemorySink
 from rmsweb.suites.miniwob import MiniWoB
 from rmsweb.suites.miniwob_experts import EXPERTS
+from rmsweb.suites.miniwob_experts.gold import GOLD_STEPS, GOLD_TOLERANCE
 
 pytestmark = pytest.mark.browser
 
@@ -67,4 +67,4 @@ def test_expert_solves_50_test_seeds(loop, runner, task: str) -> None:
     episodes = _episodes(loop, runner, task, TEST_SEEDS)
     _assert_solved(episodes, len(TEST_SEEDS))
     mean = sum(e.n_steps for e in episodes) / len(episodes)
-    assert round(mean, 2) == GOLD_STEPS[task], f"{task}: mean gold length {mean:.2f}"
+    assert abs(mean - GOLD_STEPS[task]) <= GOLD_TOLERANCE, f"{task}: mean gold length {mean:.2f}"

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from rmsweb.env.actions import Action, click, press
-from rmsweb.env.types import HistoryItem, Observation
+from rmsweb.env.types import Element, HistoryItem, Observation
 
 from .common import clicked_ids, elements, find, quoted, value
 
@@ -309,8 +309,108 @@ def use_spinner(instruction: str, obs: Observation, history: Sequence[HistoryIte
     return [press("ArrowUp" if d > 0 else "ArrowDown")]
 
 
+def _minutes(duration: str) -> int:
+    m = re.fullmatch(r"(?:(\d+)h)?\s*(?:(\d+)m)?", duration.strip())
+    return int(m.group(1) or 0) * 60 + int(m.group(2) or 0) if m else -1
+
+
+def buy_ticket(instruction: str, obs: Observation, history: Sequence[HistoryItem]) -> list[Action]:
+    # "Buy the ticket with the cheapest cost." (or most expensive cost, shortest or
+    # longest duration). Each ticket: "Duration:", "5h 1m", button "Book for $127".
+    m = re.search(
+        r"with the (cheapest|most expensive) cost|with the (shortest|longest) duration", instruction
+    )
+    els = elements(obs)
+    tickets = []
+    for i, e in enumerate(els):
+        price = re.fullmatch(r"Book for \$(\d+)", e.name) if e.role == "button" else None
+        if price and i >= 1:
+            tickets.append((int(price.group(1)), _minutes(els[i - 1].name), e))
+    if not m or not tickets:
+        return []
+    if m.group(1):
+        key = 0
+        best = min if m.group(1) == "cheapest" else max
+    else:
+        key = 1
+        best = min if m.group(2) == "shortest" else max
+    goal = best(t[key] for t in tickets)
+    return [click(t[2].id) for t in tickets if t[key] == goal]
+
+
+def generate_number(
+    instruction: str, obs: Observation, history: Sequence[HistoryItem]
+) -> list[Action]:
+    # "Generate a number less than 5, then press submit." (greater than N, odd, even):
+    # press Generate until the shown number fits, then Submit.
+    shown = next((e.name for e in elements(obs) if e.role == "text"), "-")
+    n = int(shown) if re.fullmatch(r"-?\d+", shown) else None
+    less = re.search(r"less than (-?\d+)", instruction)
+    more = re.search(r"greater than (-?\d+)", instruction)
+    if n is None:
+        fits = False
+    elif less:
+        fits = n < int(less.group(1))
+    elif more:
+        fits = n > int(more.group(1))
+    elif "an odd number" in instruction:
+        fits = n % 2 == 1
+    elif "an even number" in instruction:
+        fits = n % 2 == 0
+    else:
+        return []
+    return [click(e.id) for e in find(obs, "button", "Submit" if fits else "Generate")]
+
+
+def _menu_rows(obs: Observation) -> list[tuple[str, set[str], int, Element, Element]]:
+    """order-food's rows: (name, food types, quantity, "-" element, "+" element)."""
+    els = elements(obs)
+    rows = []
+    for i, e in enumerate(els):
+        if e.role != "text" or e.name != "-":
+            continue
+        j = i - 1
+        types = set()
+        while j >= 0 and els[j].role == "img":
+            types.add(els[j].name)
+            j -= 1
+        qty, k = 0, i + 1
+        if k < len(els) and els[k].role == "text" and els[k].name.isdigit():
+            qty, k = int(els[k].name), k + 1
+        if j >= 0 and k < len(els) and els[k].name == "+":
+            rows.append((els[j].name, types, qty, e, els[k]))
+    return rows
+
+
+def order_food(instruction: str, obs: Observation, history: Sequence[HistoryItem]) -> list[Action]:
+    # "Order one of each item: Garlic bread, Tofu and Vegetable stone pot" or "Order 3
+    # items that are vegan" (any mix of vegan items, 3 in all); nothing else ordered.
+    by_name = re.match(r"Order one of each item: (.*)$", instruction.strip())
+    by_type = re.match(r"Order (\d+) items that are (\S+)$", instruction.strip())
+    rows = _menu_rows(obs)
+    if not rows or not (by_name or by_type):
+        return []
+    if by_name:
+        wanted = {w.strip() for w in by_name.group(1).split(",")}
+        todo = [click(plus.id) for name, _, q, _, plus in rows if name in wanted and q < 1]
+        todo += [click(minus.id) for name, _, q, minus, _ in rows if q > (name in wanted)]
+    else:
+        n, kind = int(by_type.group(1)), by_type.group(2)
+        todo = [click(minus.id) for _, types, q, minus, _ in rows if q and kind not in types]
+        fitting = [r for r in rows if kind in r[1]]
+        total = sum(r[2] for r in fitting)
+        if not todo and total < n:
+            todo = [click(r[4].id) for r in fitting]
+        elif not todo and total > n:
+            todo = [click(r[3].id) for r in fitting if r[2]]
+    return todo or [click(e.id) for e in find(obs, "button", "Order!")]
+
+
 EXPERT_FUNCTIONS = {
     **EXPERT_FUNCTIONS_BASE,
+    "buy-ticket": buy_ticket,
+    "generate-number": generate_number,
+    "order-food": order_food,
     "odd-or-even": odd_or_even,
     "social-media-all": social_media_all,
     "social-media-some": social_media_all,
