@@ -148,7 +148,6 @@ MINIWOB_EXPERT_TASKS: tuple[str, ...] = (
     "click-checkboxes",
     "click-checkboxes-transfer",
     "click-collapsible",
-    "click-collapsible-2",
     "click-collapsible-2-nodelay",
     "click-collapsible-nodelay",
     "click-dialog",

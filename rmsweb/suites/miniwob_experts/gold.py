@@ -3,7 +3,7 @@
 measured on 2026-12-02 (`rmsweb suite check miniwob` prints them to one decimal).
 
 `rmsweb suite list miniwob` shows them; the slow tier of tests/suites/test_miniwob_experts.py
-measures them again. Some pages animate (click-collapsible-2's accordion), so a step can
+measures them again. Some pages animate (click-collapsible's accordion), so a step can
 land before the page settles and a mean may move by a tenth or two between runs:
 GOLD_TOLERANCE.
 """
@@ -18,7 +18,6 @@ GOLD_STEPS: dict[str, float] = {
     "click-checkboxes": 2.76,
     "click-checkboxes-transfer": 2.48,
     "click-collapsible": 2.02,
-    "click-collapsible-2": 3.5,
     "click-collapsible-2-nodelay": 2.96,
     "click-collapsible-nodelay": 2.0,
     "click-dialog": 1.0,
