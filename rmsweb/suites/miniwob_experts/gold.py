@@ -69,7 +69,7 @@ GOLD_STEPS: dict[str, float] = {
     "search-engine": 3.58,
     "simple-algebra": 2.0,
     "simple-arithmetic": 2.0,
-    "social-media": 2.74,
+    "social-media": 1.9,
     "social-media-all": 5.04,
     "social-media-some": 3.2,
     "text-transform": 2.0,
@@ -79,6 +79,10 @@ GOLD_STEPS: dict[str, float] = {
     "use-spinner": 4.82,
 }
 GOLD_TOLERANCE = 0.3  # steps: how far a rerun's mean may land from GOLD_STEPS
+# social-media's "more" icon swaps its image on hover; until the browser context has
+# that image cached, a click can miss the menu and the expert clicks again (means of
+# 1.89-2.74 over the same seeds).
+GOLD_TOLERANCE_OF: dict[str, float] = {"social-media": 1.0}
 
 # Multi-step tasks: a mean gold length of 3 steps or more.
 MULTI_STEP: tuple[str, ...] = tuple(t for t, n in GOLD_STEPS.items() if n >= 3)
