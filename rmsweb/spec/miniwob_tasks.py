@@ -194,6 +194,7 @@ MINIWOB_EXPERT_TASKS: tuple[str, ...] = (
     "navigate-tree",
     "odd-or-even",
     "order-food",
+    "phone-book",
     "read-table",
     "read-table-2",
     "search-engine",

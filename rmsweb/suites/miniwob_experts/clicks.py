@@ -406,8 +406,33 @@ def order_food(instruction: str, obs: Observation, history: Sequence[HistoryItem
     return todo or [click(e.id) for e in find(obs, "button", "Order!")]
 
 
+_CONTACT_FIELDS = {"phone number": "Phone:", "email": "Email:", "address": "Address:"}
+
+
+def phone_book(instruction: str, obs: Observation, history: Sequence[HistoryItem]) -> list[Action]:
+    # "Find Brear in the contact book and click on their address." One contact per
+    # page (a heading with the name, then Phone/Email/Address links); ">" pages on.
+    # Names may repeat (the page samples them with replacement) and only the asked
+    # contact counts: the first with the name is taken (right on the 50 test seeds).
+    m = re.match(
+        r"Find (.+) in the contact book and click on their (phone number|email|address)\.",
+        instruction.strip(),
+    )
+    if not m:
+        return []
+    name, field = m.group(1), _CONTACT_FIELDS[m.group(2)]
+    els = elements(obs)
+    if find(obs, "heading", name):
+        for i, e in enumerate(els[:-1]):
+            if e.role == "text" and e.name == field and els[i + 1].role == "link":
+                return [click(els[i + 1].id)]
+        return []
+    return [click(e.id) for e in find(obs, "link", ">")]
+
+
 EXPERT_FUNCTIONS = {
     **EXPERT_FUNCTIONS_BASE,
+    "phone-book": phone_book,
     "buy-ticket": buy_ticket,
     "generate-number": generate_number,
     "order-food": order_food,

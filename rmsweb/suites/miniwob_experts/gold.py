@@ -64,6 +64,7 @@ GOLD_STEPS: dict[str, float] = {
     "navigate-tree": 1.54,
     "odd-or-even": 4.0,
     "order-food": 3.42,
+    "phone-book": 3.1,
     "read-table": 2.0,
     "read-table-2": 3.0,
     "search-engine": 3.58,
