@@ -290,6 +290,20 @@ async def _open(pool: BrowserPool, url: str, **session_kw) -> tuple[PageSession,
         return session, slot
 
 
+# The last path part of each request guard.html (and its frame) makes to ?other=.
+REQUEST_KINDS = (
+    "img.png",
+    "frame.html",
+    "script.js",
+    "fetch.json",
+    "xhr.json",
+    "beacon",
+    "worker.json",
+    "ws",
+    "from-frame.json",
+)
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("kind", ["offline", "live"])
 def test_every_request_kind_is_guarded(sites, kind: str) -> None:
@@ -308,7 +322,12 @@ def test_every_request_kind_is_guarded(sites, kind: str) -> None:
     async def go():
         async with BrowserPool(1, policy=policy) as pool:
             session, slot = await _open(pool, url)
-            await asyncio.sleep(1.0)  # let the page's requests run
+
+            def all_refused() -> bool:
+                return set(REQUEST_KINDS) <= {r.url.rsplit("/", 1)[-1] for r in slot.guard.refusals}
+
+            with contextlib.suppress(AssertionError):  # the asserts below say which is missing
+                await until(all_refused, "every request kind is refused")
             obs = await session.observe()
             return obs, list(slot.guard.refusals)
 
@@ -317,17 +336,7 @@ def test_every_request_kind_is_guarded(sites, kind: str) -> None:
     assert other.hits == []  # nothing at all reached it
     assert any(h.startswith("/frame.html") for h in framer.hits)  # the allowed frame loaded
     refused = {r.url.rsplit("/", 1)[-1] for r in refusals}
-    for name in (
-        "img.png",
-        "frame.html",
-        "script.js",
-        "fetch.json",
-        "xhr.json",
-        "beacon",
-        "worker.json",
-        "ws",
-        "from-frame.json",
-    ):
+    for name in REQUEST_KINDS:
         assert name in refused, (name, refused)
     # subresources are not navigations: the policy is not told about them
     assert obs.last_error is None
@@ -341,11 +350,14 @@ def test_refused_link_leaves_the_page_in_place_and_is_reported(sites) -> None:
 
     async def go():
         async with BrowserPool(1, policy=live_policy(private_origins=[site.origin])) as pool:
-            session, _slot = await _open(pool, f"{site.origin}/guard.html?other={other.origin}")
+            session, slot = await _open(pool, f"{site.origin}/guard.html?other={other.origin}")
             obs = await session.observe()
             link = next(e.id for e in obs.elements.values() if e.name == "away")
             err = await session.execute(parse_action(f"click({link})"))
-            await asyncio.sleep(0.3)  # the refusal arrives as an event
+            await until(
+                lambda: any(r.navigation for r in slot.guard.refusals),
+                "the refusal arrives (an event)",
+            )
             after = await session.observe()
             goto = await session.execute(parse_action('goto("file:///etc/passwd")'))
             js = await session.execute(parse_action('goto("javascript:alert(1)")'))
@@ -369,13 +381,15 @@ def test_pinned_page_same_origin_navigation_is_a_step_error(sites) -> None:
 
     async def go():
         async with BrowserPool(1, policy=offline_policy([site.origin])) as pool:
-            session, _slot = await _open(pool, f"{site.origin}/guard.html?other={site.origin}")
+            session, slot = await _open(pool, f"{site.origin}/guard.html?other={site.origin}")
             await session.page.evaluate("window.__state = 'alive'")
             session.pin_page()
             obs = await session.observe()
             link = next(e.id for e in obs.elements.values() if e.name == "same site")
             click = await session.execute(parse_action(f"click({link})"))
-            await asyncio.sleep(0.3)
+            await until(
+                lambda: any(r.navigation for r in slot.guard.refusals), "the pin refuses it"
+            )
             after = await session.observe()
             goto = await session.execute(parse_action(f'goto("{site.origin}/nav2.html")'))
             back = await session.execute(parse_action("go_back()"))
@@ -434,15 +448,17 @@ def test_slow_page_is_waited_for_not_an_env_error(sites) -> None:
 
     async def go():
         async with BrowserPool(1, policy=offline_policy([site.origin])) as pool:
-            waited = await follow(pool, 1.2, nav_timeout=10.0)
-            stopped = await follow(pool, 3.0, nav_timeout=1.0)
+            # ratios, not margins: the waited page takes 2.4 x the action timeout and 1/25
+            # of the navigation timeout; the stopped one 30 x its navigation timeout
+            waited = await follow(pool, 1.2, nav_timeout=30.0)
+            stopped = await follow(pool, 30.0, nav_timeout=1.0)
             return waited, stopped
 
     (err1, obs1), (err2, obs2) = asyncio.run(go())
     assert err1 is None and obs1.title == "Second page" and obs1.last_error is None
     assert err2 is None and obs2.title == "Guard"
     assert (
-        obs2.last_error == f"{site.origin}/slow?s=3.0 did not load within 1 s; loading was stopped"
+        obs2.last_error == f"{site.origin}/slow?s=30.0 did not load within 1 s; loading was stopped"
     )
 
 
