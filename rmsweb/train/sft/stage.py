@@ -88,7 +88,16 @@ def main(io: StageIO) -> None:
         io.spec, "sft", io.out / "checkpoints", inputs=io.inputs, seed=io.seed
     )
     start = time.time()
-    model, history = train_sft(loaded.model, loaded.tokenizer, samples, hyper, work_dir, lora)
+    model, history = train_sft(
+        loaded.model,
+        loaded.tokenizer,
+        samples,
+        hyper,
+        work_dir,
+        lora,
+        # VL models train on the screenshots the policy is shown (prompt.screenshot).
+        processor=loaded.processor if loaded.is_vl else None,
+    )
     wall = time.time() - start
     final = io.out / "model"
     if lora:
@@ -104,6 +113,7 @@ def main(io: StageIO) -> None:
     io.write_metrics(
         {
             "samples": len(samples),
+            "samples_with_screenshot": sum(x.screenshot is not None for x in samples),
             "episodes": len({(x.task_id, x.seed) for x in samples}),
             "steps": s.max_steps,
             "loss_first": first,
