@@ -64,6 +64,7 @@ def hyper_from_spec(rl: Any, model: Any, seed: int) -> RLHyper:
         save_steps=rl.save_steps,
         max_new_tokens=model.prompt.max_new_tokens,
         micro_batch_size=rl.micro_batch_size,
+        gradient_checkpointing=rl.gradient_checkpointing,
         reward_sign=-1.0 if rl.reward.invert else 1.0,
         adam_beta1=rl.adam_beta1,
         adam_beta2=rl.adam_beta2,

@@ -70,6 +70,7 @@ from rmsweb.train.salvage_ds.batch import (
 from rmsweb.train.salvage_ds.checkpoint import load_checkpoint, save_checkpoint
 from rmsweb.train.salvage_ds.gate import REASONS, GateDecision, GroupStats, gate, group_stats
 from rmsweb.train.salvage_ds.kl_probe import kl_to_sft
+from rmsweb.train.salvage_ds.memory import update_checkpointing
 from rmsweb.train.salvage_ds.optim import adamw, freeze_embeddings, trainable
 from rmsweb.train.salvage_ds.reward import Scored, invert, parse_references, score
 from rmsweb.train.salvage_ds.seeds import derived_seed
@@ -127,6 +128,7 @@ class RLHyper:
     save_steps: int = 50
     max_new_tokens: int = 48
     micro_batch_size: int | None = None  # sequences per forward/generate (None: all at once)
+    gradient_checkpointing: bool = False  # in the update only (memory.py)
     reward_sign: float = 1.0  # -1: the canary, every reward inverted
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
@@ -460,8 +462,9 @@ class SalvageDSTrainer:
         count), computed in micro-batches of `micro_batch_size` sequences.
         """
         self.model.train()
-        pg = self._pg_backward(pg_groups)
-        anchor = self._anchor_backward(anchor_groups)
+        with update_checkpointing(self.model, self.h.gradient_checkpointing):
+            pg = self._pg_backward(pg_groups)
+            anchor = self._anchor_backward(anchor_groups)
         weight = self.h.algorithm.anchor_weight
         nan = math.nan
         return StepLosses(
