@@ -38,6 +38,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # rmsweb without an install
 
 from rmsweb.models.flops import (
+    DATASHEET_TFLOPS,
+    TEXT_8B,
+    VISION_8B,
     Shape,
     attn_flops,
     rl_flops,
@@ -46,37 +49,18 @@ from rmsweb.models.flops import (
     vision_forward,
 )
 
-__all__ = ["Shape", "attn_flops", "rl_flops", "rollout_flops", "sft_flops", "vision_forward"]
+__all__ = [
+    "DATASHEET_TFLOPS",
+    "TEXT_8B",
+    "VISION_8B",
+    "Shape",
+    "attn_flops",
+    "rl_flops",
+    "rollout_flops",
+    "sft_flops",
+    "vision_forward",
+]
 
-# Qwen3-VL-8B-Instruct's config.json (the shape only; weights stay random).
-TEXT_8B = {
-    "vocab_size": 151936,
-    "hidden_size": 4096,
-    "intermediate_size": 12288,
-    "num_hidden_layers": 36,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "max_position_embeddings": 262144,
-    "rope_parameters": {
-        "rope_type": "default",
-        "rope_theta": 5_000_000.0,
-        "mrope_section": [24, 20, 20],
-        "mrope_interleaved": True,
-    },
-}
-VISION_8B = {
-    "depth": 27,
-    "hidden_size": 1152,
-    "intermediate_size": 4304,
-    "num_heads": 16,
-    "patch_size": 16,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "out_hidden_size": 4096,
-    "num_position_embeddings": 2304,
-    "deepstack_visual_indexes": [8, 16, 24],
-}
 # --tiny: the same architecture at a size a CPU runs in seconds.
 TEXT_TINY = {
     **TEXT_8B,
@@ -102,10 +86,6 @@ VISION_TINY = {
 # Qwen's special token ids; the tiny vocabulary keeps them at its top.
 SPECIAL_8B = {"image": 151655, "video": 151656, "start": 151652, "end": 151653}
 SPECIAL_TINY = {"image": 1020, "video": 1021, "start": 1022, "end": 1023}
-
-
-# Dense bf16 datasheet peaks (TFLOP/s, no sparsity), matched against the device name.
-DATASHEET_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0, "L40S": 362.1, "A10G": 70.0}
 
 
 def datasheet_peak(device: str, override_tflops: float | None) -> float | None:

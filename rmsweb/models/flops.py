@@ -21,6 +21,52 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# Qwen3-VL-8B-Instruct's config.json (the shape only; gpu_step builds it with random weights).
+TEXT_8B = {
+    "vocab_size": 151936,
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "max_position_embeddings": 262144,
+    "rope_parameters": {
+        "rope_type": "default",
+        "rope_theta": 5_000_000.0,
+        "mrope_section": [24, 20, 20],
+        "mrope_interleaved": True,
+    },
+}
+VISION_8B = {
+    "depth": 27,
+    "hidden_size": 1152,
+    "intermediate_size": 4304,
+    "num_heads": 16,
+    "patch_size": 16,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "out_hidden_size": 4096,
+    "num_position_embeddings": 2304,
+    "deepstack_visual_indexes": [8, 16, 24],
+}
+# Qwen3-VL-32B-Instruct: 64 layers of 5120, 64 query / 8 KV heads of 128, FFN 25600; the
+# same vision tower projecting to 5120.
+TEXT_32B = {
+    **TEXT_8B,
+    "hidden_size": 5120,
+    "intermediate_size": 25600,
+    "num_hidden_layers": 64,
+    "num_attention_heads": 64,
+}
+VISION_32B = {**VISION_8B, "out_hidden_size": 5120}
+KNOWN_MODELS = {
+    "Qwen/Qwen3-VL-8B-Instruct": (TEXT_8B, VISION_8B),
+    "Qwen/Qwen3-VL-32B-Instruct": (TEXT_32B, VISION_32B),
+}
+# Dense bf16 datasheet peaks (TFLOP/s, no sparsity), matched against the device name.
+DATASHEET_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0, "L40S": 362.1, "A10G": 70.0}
+
 
 @dataclass
 class Shape:
