@@ -160,11 +160,13 @@ def main(io: StageIO) -> None:
     from rmsweb.agents.build import prompt_config
     from rmsweb.models.load import load_model
     from rmsweb.store.reader import read_rows
+    from rmsweb.train.salvage_ds import ranks
     from rmsweb.train.salvage_ds.states import state_from_row
 
     spec = io.spec
     rl, m = spec.rl, spec.model
     torch.set_num_threads(rl.torch_threads or os.cpu_count() or 1)
+    ranks.init_from_env()  # under torchrun: gradients summed over the ranks (ranks.py)
     mine_dir = io.input("mine")
     sft_model = io.input("sft") / "model"
     loaded = load_model(
@@ -203,6 +205,8 @@ def main(io: StageIO) -> None:
         lora=lora,
     )
     result = trainer.train()
+    if not ranks.is_writer():  # rank 0 writes the stage's outputs
+        return
     final = io.out / "model"
     trainer.final_model().save_pretrained(final)
     loaded.processor.save_pretrained(final)
