@@ -99,6 +99,8 @@ def main(io: StageIO) -> None:
         processor=loaded.processor if loaded.is_vl else None,
     )
     wall = time.time() - start
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun: the Trainer synced the
+        return  # gradients (DDP); rank 0 writes the model and the metrics
     final = io.out / "model"
     if lora:
         model = model.merge_and_unload()  # a plain model folder: every backend loads it
