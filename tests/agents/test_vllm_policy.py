@@ -92,9 +92,7 @@ def test_greedy_actions_match_the_hf_backend(tmp_path: Path) -> None:
     prompt = PromptConfig()
     # float32 on both sides: the comparison is about the backend, not bf16 rounding.
     hf = HFPolicy(load_model(model_dir, dtype="float32", device="cuda"), prompt)
-    engine = load_vllm(
-        taught_model, dtype="float32", gpu_memory_utilization=0.3, enforce_eager=True
-    )
+    engine = load_vllm(model_dir, dtype="float32", gpu_memory_utilization=0.3, enforce_eager=True)
     vllm = VLLMPolicy(engine, prompt)
 
     async def act_all(policy: Any) -> list[Any]:
