@@ -54,7 +54,12 @@ async def _collect(io: StageIO, loop: RetryLoop) -> float:
 
         teacher = build_teacher(spec, runner.suite, play=play)
         job = collect_job(
-            loop, teacher.judge, teacher.reflector, forget=teacher.forget, labels=teacher.labels
+            loop,
+            teacher.judge,
+            teacher.reflector,
+            forget=teacher.forget,
+            labels=teacher.labels,
+            mistake_of=teacher.mistake_of,
         )
         try:
             # One node: into io.out. Several: this node's share; the head merges them all.

@@ -41,6 +41,8 @@ class Teacher:
     labels: OracleLabels | None  # oracle labels of visited states (suites with experts)
     reference: ReferenceLengths
     live_judge: LiveJudge | None = None  # the LLM judge behind `judge` (live suites)
+    # The scripted teacher's mistake in an attempt (grading only; None: not scripted).
+    mistake_of: Callable[[str, int, int], tuple[int, str] | None] | None = None
 
     def forget(self, task: str, seed: int) -> None:
         """A (task, seed) is finished: drop what was kept about it."""
@@ -97,6 +99,7 @@ def build_teacher(spec: Any, suite: Any, play: PlayFn | None = None) -> Teacher:
         acting = teacher_policy(spec, suite, name="teacher")
         reflector = llm_reflector(acting, c.teacher.model)
     policy: Policy = LabelingPolicy(acting, labels) if labels is not None else acting
+    mistake_of = getattr(acting, "mistake_of", None)
     gold = None
     if labels is not None:
         gold = gold_lengths(labels, expert_policy(suite, tasks, name="gold"), play)
@@ -105,5 +108,6 @@ def build_teacher(spec: Any, suite: Any, play: PlayFn | None = None) -> Teacher:
         from rmsweb.judge.live import build_live_judge
 
         live = build_live_judge(spec.suite, suite, detour_slack=c.detour_slack)
-        return Teacher(policy, live.verdict, reflector, labels, reference, live)
-    return Teacher(policy, attempt_judge(reference, c.detour_slack), reflector, labels, reference)
+        return Teacher(policy, live.verdict, reflector, labels, reference, live, mistake_of)
+    judge = attempt_judge(reference, c.detour_slack)
+    return Teacher(policy, judge, reflector, labels, reference, mistake_of=mistake_of)

@@ -87,6 +87,11 @@ class ReflectionRow:
     # the reflector or the teacher.
     named_steps: list[int] = field(default_factory=list)  # steps the text names, 0-based
     oracle_bad_steps: list[int] | None = None  # steps the oracle rejects; None: ungraded
+    # (added) the scripted teacher's task-breaking mistake in the attempt reflected on
+    # (rmsweb.agents.mistaken_expert: its kind and step; None: none made, or not a
+    # scripted teacher), for the critic's scores per kind. Never shown to the reflector.
+    mistake_kind: str | None = None
+    mistake_step: int | None = None
 
 
 @dataclass(slots=True)
