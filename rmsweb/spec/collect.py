@@ -141,8 +141,18 @@ class CollectSpec(SpecModel):
         0.2,
         ge=0,
         description="A success with more than reference_length * (1 + detour_slack) steps is a "
-        "detour and is retried; the reference is task-level (the oracle's gold length where the "
-        "suite has experts, else the shortest success seen for the task).",
+        "detour and is retried; the reference is task-level (the median gold length over "
+        "reference_seeds where the suite has experts, else the shortest success seen for the "
+        "task), never the judged seed's own gold.",
+    )
+    reference_seeds: int = Field(
+        5,
+        ge=0,
+        description="Train seeds per task on which the gold expert is played once for the "
+        "task-level reference length of detours: their median gold length, the judged seed "
+        "left out (a figure a system with a few demonstrations per task could have, never "
+        "the judged instance's own gold). 0, or a suite without experts: the shortest "
+        "success seen for the task.",
     )
     teacher_budget: int | None = Field(
         None,

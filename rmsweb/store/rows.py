@@ -36,8 +36,9 @@ class EpisodeRow:
     tokens_out: int = 0
     instruction: str = ""  # (added) the task utterance the policy saw
     env_retries: int = 0  # (added) reruns after environment errors
-    # (added) the judge's task-level reference length (collect): the oracle's gold length
-    # where the suite has one, else the shortest success seen (rmsweb.judge.reference)
+    # (added) the judge's task-level reference length (collect): the median gold length
+    # over the task's reference seeds, the judged seed left out, where the suite has
+    # experts, else the shortest success seen (rmsweb.judge.reference)
     reference_steps: int | None = None
     category: str | None = None  # (added) live tasks: site, level or segment (reports group by it)
     cost_usd: float | None = None  # (added) the policy's tokens at its spec prices (eval)

@@ -258,6 +258,9 @@ class FakeSuite:
     def task_ids(self, split: str | None = None) -> list[str]:
         return list(TASKS)
 
+    def seeds(self, split: str) -> list[int]:
+        return list(range(60))
+
     def expert(self, task: str):
         return EXPERTS[task]
 
@@ -341,7 +344,7 @@ def test_collect_job_stores_the_oracle_grade_of_each_reflection() -> None:
     metrics, _ = collection_metrics(records, 3)
     assert metrics["critic_graded"] == len(graded)
     assert 0 < metrics["critic_first_error_precision"] <= 1
-    # kept steps are judged against the oracle's gold length (3 for login, 1 for click)
+    # kept steps are judged against the task-level gold length (3 for login, 1 for click)
     gold = {r.episode.task_id: r.episode.reference_steps for r in records if r.episode.success}
     assert gold == {"click": 1, "login": 3}
 
