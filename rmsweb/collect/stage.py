@@ -90,5 +90,8 @@ def main(io: StageIO) -> None:
     metrics, curve = collection_metrics(read_records(io.out), loop.attempts)
     metrics["wall_s"] = round(wall, 1)
     metrics["retry"] = c.retry
+    if c.teacher.kind == "expert":  # the mistake model's settings, for the retry study
+        metrics["teacher_persistence"] = c.teacher.persistence
+        metrics["teacher_adherence"] = c.teacher.adherence
     write_curve(io.plot_path("yield.csv"), curve)
     io.write_metrics(metrics)
