@@ -385,10 +385,10 @@ class MistakenExpert:
         options: list[list[Action]] = []
         error = None
         if plan.error_step == step:
-            kind = plan.error_kind or ""
             ctx = Context(request.instruction, obs, acceptable, rng, replan)
-            wrong = self._error(kind, ctx)
-            if wrong is not None:
+            made = self._error(plan.error_kind or "", ctx)
+            if made is not None:
+                wrong, kind = made
                 options.append([wrong.action])
                 error = (options[-1], wrong, kind)
         if plan.detour_step == step:
@@ -405,14 +405,15 @@ class MistakenExpert:
         options.append([stop()])
         return options, error
 
-    def _error(self, kind: str, ctx: Context) -> Mistake | None:
+    def _error(self, kind: str, ctx: Context) -> tuple[Mistake, str] | None:
+        """The planned mistake of this kind, and the kind actually made."""
         fn = ERROR_KINDS.get(kind)
         made = fn(ctx) if fn is not None else None
         if made is None and kind in FALLS_BACK:
             # The kinds of the first mistake model fall back to a distractor click when
             # they do not fit the state; the later ones are then no mistake.
-            made = distractor_click(ctx)
-        return made
+            made, kind = distractor_click(ctx), "distractor_click"
+        return (made, kind) if made is not None else None
 
     def _detour(
         self, kind: str, obs: Observation, acceptable: list[Action], rng: random.Random
