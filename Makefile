@@ -14,18 +14,23 @@ export SKYPILOT_DISABLE_USAGE_COLLECTION := 1
 export RMSWEB_SKY_PYTHON := $(abspath $(SKY_VENV))/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: run test faults smoke readme lint chromium install
+.PHONY: run test slow faults smoke readme lint chromium install
 
 JOBS ?= 2
 
 run: $(STAMP) chromium  ## the main job: the default experiment through dvc repro, JOBS stages at a time
 	rmsweb repro report_$(EXPERIMENT) --jobs $(JOBS)
 
+# Test tiers. Every marker but gpu and live is selected by one of the tiers CI runs
+# (.ci/run: test, slow, faults); tests/test_test_tiers.py holds these lines to that.
 test: $(STAMP) $(SKY_STAMP) chromium  ## the default test tier (CPU, offline)
 	pytest -q
 
+slow: $(STAMP) $(SKY_STAMP) chromium  ## the slow tests outside the fault suite (minutes)
+	pytest -q -m 'slow and not faults and not gpu and not live'
+
 faults: $(STAMP) chromium  ## the whole fault-injection suite (kill -9 of stages, full disk, ...)
-	pytest -q -m faults tests/faults
+	pytest -q -m 'faults and not gpu and not live'
 
 STUDY ?= miniwob-cpu-paper
 

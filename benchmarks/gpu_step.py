@@ -17,20 +17,12 @@
    completions of exactly --new-tokens tokens (transformers generate with a KV
    cache: the trainer's own rollout path; vLLM rollouts are faster), then a
    policy-gradient forward/backward over the completions.
-5. Model FLOPs (derivation, per token of a sequence of length s):
-   - a linear layer with N weights costs 2N forward; with LoRA the frozen base
-     still needs the input gradient in backward (another 2N) but no weight
-     gradient, so training costs 4N per token (not the textbook 6N of full
-     fine-tuning); adapters add 6 N_lora;
-   - causal attention: QK^T and AV are 2 * s * H * d each per token, half the
-     positions masked on average: 2 * s * H * d forward per token and layer,
-     twice that again in backward;
-   - the vision tower gets no gradient (no adapters, pixels need none): forward
-     only, full (not causal) attention over the patches;
-   - the LM head runs on every token in SFT (TRL computes all logits) and only
-     on the completion tokens in RL (logits_to_keep).
-   Gradient checkpointing recomputes the forward: hardware work, not model FLOPs,
-   so it lowers MFU, as it should.
+5. Model FLOPs: rmsweb/models/flops.py (the same count as `rmsweb plan`): a frozen
+   LoRA base costs 4N per token in training (forward + input gradient; no weight
+   gradient), the adapters 6 N_lora, the vision tower forward only; the RL prompt's
+   image tokens are positions of the prompt, counted once.
+6. MFU is printed twice: against the measured matmul rate and against the datasheet
+   dense bf16 peak of the GPU (--datasheet-tflops, else looked up by device name).
 The last line is `mfu_sft=X mfu_rl=Y tokens_per_s=Z` (Z: SFT tokens per second).
 """
 
@@ -38,39 +30,37 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import time
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-# Qwen3-VL-8B-Instruct's config.json (the shape only; weights stay random).
-TEXT_8B = {
-    "vocab_size": 151936,
-    "hidden_size": 4096,
-    "intermediate_size": 12288,
-    "num_hidden_layers": 36,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "max_position_embeddings": 262144,
-    "rope_parameters": {
-        "rope_type": "default",
-        "rope_theta": 5_000_000.0,
-        "mrope_section": [24, 20, 20],
-        "mrope_interleaved": True,
-    },
-}
-VISION_8B = {
-    "depth": 27,
-    "hidden_size": 1152,
-    "intermediate_size": 4304,
-    "num_heads": 16,
-    "patch_size": 16,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "out_hidden_size": 4096,
-    "num_position_embeddings": 2304,
-    "deepstack_visual_indexes": [8, 16, 24],
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # rmsweb without an install
+
+from rmsweb.models.flops import (
+    DATASHEET_TFLOPS,
+    TEXT_8B,
+    VISION_8B,
+    Shape,
+    attn_flops,
+    rl_flops,
+    rollout_flops,
+    sft_flops,
+    vision_forward,
+)
+
+__all__ = [
+    "DATASHEET_TFLOPS",
+    "TEXT_8B",
+    "VISION_8B",
+    "Shape",
+    "attn_flops",
+    "rl_flops",
+    "rollout_flops",
+    "sft_flops",
+    "vision_forward",
+]
+
 # --tiny: the same architecture at a size a CPU runs in seconds.
 TEXT_TINY = {
     **TEXT_8B,
@@ -98,18 +88,19 @@ SPECIAL_8B = {"image": 151655, "video": 151656, "start": 151652, "end": 151653}
 SPECIAL_TINY = {"image": 1020, "video": 1021, "start": 1022, "end": 1023}
 
 
-@dataclass
-class Shape:
-    """FLOP-relevant sizes of the built model."""
+def datasheet_peak(device: str, override_tflops: float | None) -> float | None:
+    """FLOP/s the vendor states for this GPU (None on CPU or an unknown name)."""
+    if override_tflops:
+        return override_tflops * 1e12
+    if not device.startswith("cuda"):
+        return None
+    import torch
 
-    text_linear: int  # weights of the decoder layers' linear maps
-    head: int  # LM head weights
-    vision_linear: int  # vision tower + merger linear weights
-    lora: int
-    layers: int
-    attn_width: int  # query heads x head dim
-    vision_layers: int
-    vision_width: int
+    name = torch.cuda.get_device_name(device)
+    for key, tflops in DATASHEET_TFLOPS.items():
+        if key in name:
+            return tflops * 1e12
+    return None
 
 
 def build(tiny: bool, device: str, dtype: Any, lora_rank: int) -> tuple[Any, Shape, dict]:
@@ -236,43 +227,6 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def attn_flops(layers: int, width: int, ctx_tokens: float, tokens: int, causal: bool) -> float:
-    """Forward attention FLOPs: QK^T and AV, 2 * ctx * width each per token and layer."""
-    ctx = ctx_tokens / 2 if causal else ctx_tokens
-    return layers * tokens * 4 * ctx * width
-
-
-def vision_forward(shape: Shape, patches: int) -> float:
-    return 2 * shape.vision_linear * patches + attn_flops(
-        shape.vision_layers, shape.vision_width, patches, patches, causal=False
-    )
-
-
-def sft_flops(shape: Shape, n: int, seq: int, patches: int) -> float:
-    text_fwd = 2 * (shape.text_linear + shape.head) * seq + attn_flops(
-        shape.layers, shape.attn_width, seq, seq, causal=True
-    )
-    # forward + input-gradient backward (2x forward), adapters' own 6 N_lora, vision forward.
-    return n * (3 * text_fwd + 6 * shape.lora * seq + vision_forward(shape, patches))
-
-
-def rl_flops(shape: Shape, sequences: int, prompt: int, new: int, patches: int) -> float:
-    # Rollout: prefill each sequence's prompt (LM head on the last position only) ...
-    prefill = 2 * shape.text_linear * prompt + 2 * shape.head
-    prefill += attn_flops(shape.layers, shape.attn_width, prompt, prompt, causal=True)
-    # ... then one token at a time, attending to everything before it (not causal-halved:
-    # a decode step sees its whole context).
-    decode = 2 * (shape.text_linear + shape.head) * new
-    decode += attn_flops(shape.layers, shape.attn_width, prompt + new / 2, new, causal=False)
-    rollout = prefill + decode + vision_forward(shape, patches)
-    # Update: the whole sequence forward and backward, LM head on the completion only.
-    total = prompt + new
-    fwd = 2 * shape.text_linear * total + 2 * shape.head * new
-    fwd += attn_flops(shape.layers, shape.attn_width, total, total, causal=True)
-    update = 3 * fwd + 6 * shape.lora * total + vision_forward(shape, patches)
-    return sequences * (rollout + update)
-
-
 def timed(device: str, fn: Any, steps: int, warmup: int) -> float:
     """Median seconds per call after warm-up."""
     for _ in range(warmup):
@@ -302,6 +256,9 @@ def main() -> None:
     ap.add_argument("--lora-rank", type=int, default=64)
     ap.add_argument("--steps", type=int, default=5, help="timed steps of each kind")
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument(
+        "--datasheet-tflops", type=float, default=None, help="dense bf16 peak of this GPU"
+    )
     a = ap.parse_args()
 
     import torch
@@ -329,7 +286,11 @@ def main() -> None:
         f"LoRA {shape.lora / 1e6:.2f} M trainable"
     )
     peak = matmul_peak(a.device, dtype, 512 if tiny else 8192, seconds=1.0 if tiny else 3.0)
-    print(f"matmul peak: {peak / 1e12:.2f} TFLOP/s ({dtype}, measured)")
+    sheet = datasheet_peak(a.device, a.datasheet_tflops)
+    print(
+        f"matmul peak: {peak / 1e12:.2f} TFLOP/s ({dtype}, measured); datasheet: "
+        + (f"{sheet / 1e12:.1f} TFLOP/s" if sheet else "unknown (--datasheet-tflops)")
+    )
     img = image_inputs(width, height, 16, a.device, dtype)
     patches = img[2]
     optimizer = torch.optim.AdamW(
@@ -351,11 +312,13 @@ def main() -> None:
 
     sft_s = timed(a.device, sft_step, a.steps, a.warmup)
     sft_tokens = batch_n * seq
-    mfu_sft = sft_flops(shape, batch_n, seq, patches) / sft_s / peak
+    sft_work = sft_flops(shape, batch_n, seq, patches)
+    mfu_sft = sft_work / sft_s / peak
     tokens_per_s = sft_tokens / sft_s
     print(
         f"sft: {batch_n} x {seq} tokens ({img[3]} image tokens each): {sft_s * 1000:.0f} ms/step, "
-        f"{tokens_per_s:,.0f} tokens/s, MFU {mfu_sft:.3f}"
+        f"{tokens_per_s:,.0f} tokens/s, MFU {mfu_sft:.3f} of measured matmul"
+        + (f", {sft_work / sft_s / sheet:.3f} of datasheet" if sheet else "")
     )
 
     # ---------------------------------------------------------------- RL
@@ -405,15 +368,22 @@ def main() -> None:
         update_s.append(time.perf_counter() - start - rollout_s[-1])
 
     rl_s = timed(a.device, rl_step, a.steps, a.warmup)
-    mfu_rl = rl_flops(shape, sequences, prompt + img[3] + 2, new, patches) / rl_s / peak
+    # `prompt` tokens already hold the screenshot block (sample_ids): counted once.
+    rl_work = rl_flops(shape, sequences, prompt, new, patches)
+    mfu_rl = rl_work / rl_s / peak
     timed_rollouts = sorted(rollout_s[a.warmup :])[len(rollout_s[a.warmup :]) // 2]
     print(
         f"rl: {states} states x {a.group} completions of {new} tokens (prompt {prompt}): "
         f"{rl_s * 1000:.0f} ms/step (rollout {timed_rollouts * 1000:.0f} ms), "
-        f"{sequences * new / rl_s:,.1f} completion tokens/s, MFU {mfu_rl:.3f}"
+        f"{sequences * new / rl_s:,.1f} completion tokens/s, MFU {mfu_rl:.3f} of measured matmul"
+        + (f", {rl_work / rl_s / sheet:.3f} of datasheet" if sheet else "")
     )
     if a.device.startswith("cuda"):
         print(f"peak GPU memory: {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
+    if sheet:
+        print(
+            f"datasheet: mfu_sft={sft_work / sft_s / sheet:.3f} mfu_rl={rl_work / rl_s / sheet:.3f}"
+        )
     print(f"mfu_sft={mfu_sft:.3f} mfu_rl={mfu_rl:.3f} tokens_per_s={tokens_per_s:.0f}")
 
 

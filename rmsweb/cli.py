@@ -89,6 +89,19 @@ def validate(
         specs, sources, errors = load_specs(files, override or [])
         if errors:
             raise SpecErrors(errors)
+        from rmsweb.plan import fit_problems
+
+        unfit = []
+        for spec in specs:  # a GPU stage that cannot fit (`rmsweb plan` shows the numbers)
+            problems, missing = fit_problems(spec)
+            where = display_path(sources[spec.name])
+            unfit += [f"{where} {key}: {message}" for _, key, message in problems]
+            for _, key, message in missing:
+                typer.echo(f"warning: {where} {key}: {message}", err=True)
+        for line in unfit:
+            typer.echo(line, err=True)
+        if unfit:
+            raise UserError(f"{len(unfit)} stage(s) cannot fit; `rmsweb plan <spec>` shows why.")
         for spec in specs:  # warnings: the spec is valid, exit 0
             for warning in self_judging(spec):
                 typer.echo(f"warning: {display_path(sources[spec.name])} {warning}", err=True)
@@ -96,6 +109,36 @@ def validate(
             for spec in specs:
                 typer.echo(f"ok  {spec.name}")
             typer.echo(f"{len(specs)} spec(s) valid.")
+
+    run_guarded(go)
+
+
+@app.command()
+def plan(
+    path: Annotated[Path, typer.Argument(help="An experiment spec file.")],
+    override: Overrides = None,
+    mfu: Annotated[float, typer.Option(help="MFU the times assume (of the datasheet).")] = 0.35,
+    usd_per_gpu_hour: Annotated[
+        float | None, typer.Option(help="Price of one GPU-hour (default: a list price).")
+    ] = None,
+) -> None:
+    """Memory per GPU, FLOPs, time and cost of each GPU stage; exit 2 if one cannot fit."""
+    from rmsweb.compile import load_specs
+    from rmsweb.plan import plan as make_plan
+    from rmsweb.plan import render
+
+    def go() -> None:
+        specs, _, errors = load_specs([path], override or [])
+        if errors:
+            raise SpecErrors(errors)
+        for spec in specs:
+            if not spec.compute.accelerators:
+                typer.echo(f"{spec.name}: CPU only (compute.accelerators unset): no GPU plan")
+                continue
+            result = make_plan(spec, mfu=mfu, usd_per_gpu_hour=usd_per_gpu_hour)
+            typer.echo(render(result))
+            if result.problems:
+                raise typer.Exit(2)
 
     run_guarded(go)
 

@@ -17,6 +17,9 @@ from rmsweb.judge.types import JudgeFn, ReflectFn
 from rmsweb.rollout.runner import EpisodeRunner, Job
 from rmsweb.store.rows import EpisodeRecord, ReflectionRow
 
+# (task, seed, attempt) -> the teacher's task-breaking mistake (step, kind), or None.
+MistakeFn = Callable[[str, int, int], "tuple[int, str] | None"]
+
 
 def collect_job(
     loop: RetryLoop,
@@ -25,8 +28,12 @@ def collect_job(
     split: str = "train",
     forget: Callable[[str, int], None] | None = None,
     labels: OracleLabels | None = None,
+    mistake_of: MistakeFn | None = None,
 ) -> Job:
-    """A runner Job: the retry loop for one (task, seed); returns every attempt's record."""
+    """A runner Job: the retry loop for one (task, seed); returns every attempt's record.
+
+    `mistake_of(task, seed, attempt)`: the scripted teacher's mistake in an attempt
+    (step, kind), stored beside each reflection for the critic's scores per kind."""
 
     async def job(
         runner: EpisodeRunner, policy: Policy, task_id: str, seed: int
@@ -43,6 +50,7 @@ def collect_job(
         for r in outcome.reflections:
             rec = outcome.attempts[r.attempt]
             g = grade(r.text, rec, labels)
+            made = mistake_of(task_id, seed, r.attempt) if mistake_of is not None else None
             rec.reflections.append(
                 ReflectionRow(
                     rec.episode.episode_id,
@@ -53,6 +61,8 @@ def collect_job(
                     r.tokens_out,
                     named_steps=g.named,
                     oracle_bad_steps=g.bad,
+                    mistake_kind=made[1] if made else None,
+                    mistake_step=made[0] if made else None,
                 )
             )
         if forget is not None:

@@ -12,8 +12,35 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from rmsweb.agents.mistaken_expert import UNTARGETED
 from rmsweb.judge.grade import Graded, critic_scores
-from rmsweb.store.rows import EpisodeRecord
+from rmsweb.store.rows import EpisodeRecord, ReflectionRow
+
+NO_MISTAKE = "none"  # a failed attempt without a task-breaking mistake of the teacher's
+
+
+def critic_by_kind(reflections: list[ReflectionRow], success: dict[str, bool]) -> dict:
+    """First-error precision and recall of the critic on failed attempts, per mistake kind
+    the teacher made in them (rmsweb.agents.mistaken_expert; `none`: no such mistake,
+    the failure came from elsewhere), and over the kinds no critic rule targets
+    (UNTARGETED) apart from those it does. Flat keys: critic_kind_<kind>_<score>."""
+    groups: dict[str, list[Graded]] = defaultdict(list)
+    for x in reflections:
+        if success[x.episode_id]:
+            continue
+        kind = x.mistake_kind or NO_MISTAKE
+        g = Graded(False, x.named_steps, x.oracle_bad_steps)
+        groups[kind].append(g)
+        if kind != NO_MISTAKE:
+            groups["untargeted" if kind in UNTARGETED else "targeted"].append(g)
+    out: dict = {}
+    for kind in sorted(groups):
+        scores = critic_scores(groups[kind])
+        key = kind if kind in ("targeted", "untargeted") else f"kind_{kind}"
+        out[f"critic_{key}_graded"] = scores["graded"]
+        out[f"critic_{key}_first_error_precision"] = scores["first_error_precision"]
+        out[f"critic_{key}_first_error_recall"] = scores["first_error_recall"]
+    return out
 
 
 def _round(value: float | None, digits: int) -> float | None:
@@ -81,5 +108,6 @@ def collection_metrics(records: list[EpisodeRecord], max_attempts: int) -> tuple
         "teacher_tokens_per_kept": per(tokens, kept, 1),
         "teacher_seconds_per_kept": per(seconds, kept, 3),
         **{f"critic_{k}": v for k, v in critic.items()},
+        **critic_by_kind(reflections, success),
     }
     return metrics, curve

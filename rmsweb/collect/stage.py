@@ -54,7 +54,12 @@ async def _collect(io: StageIO, loop: RetryLoop) -> float:
 
         teacher = build_teacher(spec, runner.suite, play=play)
         job = collect_job(
-            loop, teacher.judge, teacher.reflector, forget=teacher.forget, labels=teacher.labels
+            loop,
+            teacher.judge,
+            teacher.reflector,
+            forget=teacher.forget,
+            labels=teacher.labels,
+            mistake_of=teacher.mistake_of,
         )
         try:
             # One node: into io.out. Several: this node's share; the head merges them all.
@@ -85,5 +90,8 @@ def main(io: StageIO) -> None:
     metrics, curve = collection_metrics(read_records(io.out), loop.attempts)
     metrics["wall_s"] = round(wall, 1)
     metrics["retry"] = c.retry
+    if c.teacher.kind == "expert":  # the mistake model's settings, for the retry study
+        metrics["teacher_persistence"] = c.teacher.persistence
+        metrics["teacher_adherence"] = c.teacher.adherence
     write_curve(io.plot_path("yield.csv"), curve)
     io.write_metrics(metrics)

@@ -2,7 +2,8 @@
 
 What the task does on the node, and why:
 1. setup: uv installs Python 3.11 (SkyPilot's default images ship 3.10, rmsweb needs
-   >= 3.11), rmsweb with the `gpu` (vLLM) and `cloud` (DVC's s3/gs/azure) extras,
+   >= 3.11), rmsweb with the `gpu` (vLLM) and `cloud` (DVC's s3/gs/azure) extras
+   (pinned by constraints-gpu.txt on GPU nodes),
    Chromium, and the spec's DVC remote.
 2. run: the experiment's stages one at a time, in pipeline order. Each is
    `dvc repro --pull --single-item` (restored from the remote's run cache when an
@@ -41,6 +42,7 @@ BUCKET_MOUNT = "/rmsweb"  # the checkpoint bucket, on every node
 BUCKET_PREFIX = "RMSWEB_BUCKET_PREFIX"
 DEFAULT_BUCKET = "${RMSWEB_BUCKET_PREFIX}-rmsweb-ckpt"
 PYTHON = "3.11"  # pyproject's requires-python floor
+GPU_CONSTRAINTS = "constraints-gpu.txt"  # at the repo root, synced as the workdir
 
 SETUP = """\
 set -euo pipefail
@@ -49,7 +51,7 @@ command -v uv >/dev/null || curl -LsSf https://astral.sh/uv/install.sh | sh
 export PATH="$HOME/.local/bin:$PATH"
 uv venv --allow-existing --python {python} ~/rmsweb-venv
 . ~/rmsweb-venv/bin/activate
-uv pip install -e '.[{extras}]'
+uv pip install {constraints}-e '.[{extras}]'
 python -m playwright install --with-deps chromium
 dvc remote add --local --default --force cloud "{remote}"
 """
@@ -295,7 +297,13 @@ def render_sky_yaml(
             **c.envs,
         },
         "secrets": {key: None for key in SECRETS},
-        "setup": SETUP.format(python=PYTHON, extras=extras, remote=_remote(spec, source)),
+        "setup": SETUP.format(
+            python=PYTHON,
+            extras=extras,
+            # GPU nodes install the pinned CUDA stack (vLLM fixes torch and transformers).
+            constraints=f"-c {GPU_CONSTRAINTS} " if c.accelerators else "",
+            remote=_remote(spec, source),
+        ),
         "run": render_run(spec, run_stages, specs),
     }
     gpus = c.accelerators or "CPU only"

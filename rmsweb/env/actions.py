@@ -12,52 +12,48 @@ which the runner shows to the policy and the reward scores as -1.
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from rmsweb.env.types import Element
+# The action values and their canonical text live in types.py (the lowest layer that
+# uses them); they are re-exported here, where the rest of the action language is.
+from rmsweb.env.types import Action, ActionRow, ActionType, Element, format_action
 
-ActionType = Literal[
-    "click", "fill", "select", "press", "scroll", "goto", "go_back", "answer", "stop", "click_xy"
+__all__ = [
+    "ELEMENT_ACTIONS",
+    "SCROLL_DIRECTIONS",
+    "SIGNATURES",
+    "TERMINAL_ACTIONS",
+    "Action",
+    "ActionInputError",
+    "ActionRow",
+    "ActionType",
+    "Match",
+    "ParseError",
+    "answer",
+    "click",
+    "click_xy",
+    "compare",
+    "element_at",
+    "fill",
+    "format_action",
+    "go_back",
+    "goto",
+    "matches_any",
+    "normalize_text",
+    "parse_action",
+    "press",
+    "scroll",
+    "select",
+    "split_thought",
+    "stop",
+    "text_similarity",
 ]
+
 SCROLL_DIRECTIONS = ("up", "down", "left", "right")
-
-
-@dataclass(slots=True)
-class ActionRow:
-    """An action as the steps table stores it (a struct column): type plus its arguments."""
-
-    type: str  # click, fill, select, press, scroll, goto, go_back, answer, stop, click_xy
-    target: str | None = None  # element id as text (ids are strings in the observation)
-    text: str | None = None  # fill/select/press/scroll/goto/answer argument
-    x: float | None = None  # click_xy
-    y: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    """One action. Which fields are set depends on `type` (see SIGNATURES)."""
-
-    type: ActionType
-    target: str | None = None  # element id (digits), for click/fill/select
-    text: str | None = None  # the string argument of fill/select/press/scroll/goto/answer
-    x: float | None = None  # click_xy
-    y: float | None = None
-
-    def to_row(self) -> ActionRow:
-        return ActionRow(type=self.type, target=self.target, text=self.text, x=self.x, y=self.y)
-
-    @staticmethod
-    def from_row(row: ActionRow) -> Action:
-        return Action(type=row.type, target=row.target, text=row.text, x=row.x, y=row.y)  # type: ignore[arg-type]
-
-    def __str__(self) -> str:
-        return format_action(self)
 
 
 # Argument kinds per action: "id" (element id), "str" (quoted text), "num" (coordinate).
@@ -117,33 +113,6 @@ def click_xy(x: float, y: float) -> Action:
     return Action("click_xy", x=float(x), y=float(y))
 
 
-# --------------------------------------------------------------------------- format
-
-
-def _quote(s: str) -> str:
-    # JSON string escaping: the parser reads these escapes back exactly.
-    return json.dumps(s, ensure_ascii=False)
-
-
-def _num(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
-
-
-def format_action(a: Action) -> str:
-    """The canonical text of an action, e.g. `fill(3, "Bob")`."""
-    if a.type in ("click",):
-        return f"click({a.target})"
-    if a.type in ("fill", "select"):
-        return f"{a.type}({a.target}, {_quote(a.text or '')})"
-    if a.type in ("press", "scroll", "goto", "answer"):
-        return f"{a.type}({_quote(a.text or '')})"
-    if a.type in ("go_back", "stop"):
-        return f"{a.type}()"
-    if a.type == "click_xy":
-        return f"click_xy({_num(a.x or 0.0)}, {_num(a.y or 0.0)})"
-    raise ValueError(f"unknown action type {a.type!r}")
-
-
 # --------------------------------------------------------------------------- parse
 
 
@@ -190,7 +159,15 @@ def parse_action(text: str) -> Action | ParseError:
     Accepts an optional "Thought: ..." part and an "Action:" prefix (the text after the
     last "Action:" is used), code fences and backticks, any whitespace, single, double or
     typographic quotes, backslash escapes, `name=` keywords, `[12]` or `"12"` as element
-    ids, any letter case in the action name, and trailing text after the call.
+    ids, any letter case in the action name, and trailing prose after the call.
+
+    More than one action is a ParseError, not the first or the last one: a second
+    "Action: ..." line, a second call on a line of its own, or one joined on by `;`,
+    `,`, "and", "then" or `&&` (a call mentioned inside a sentence, "click(3) instead of
+    click(5)", is prose). Why: a step runs one action and then observes the page, so
+    running one of two would silently drop the other while the history shows the model
+    it asked for both; and for the +-1 reward of Salvage-DS an output listing a right and
+    a wrong action is a hedge that must not score as the right one.
 
     Never raises for a `str` (any content, any length: time is linear in it); raises
     ActionInputError for anything else.
@@ -214,10 +191,46 @@ def parse_action(text: str) -> Action | ParseError:
             return ParseError(f"unknown action {name[:40]!r}{hint}")
         return ParseError('no action found; expected e.g. click(3) or fill(3, "text")')
     name = m.group(1).lower()
-    args = _parse_args(body, m.end())
-    if isinstance(args, ParseError):
-        return ParseError(f"{name}: {args.reason}")
+    parsed = _parse_args(body, m.end())
+    if isinstance(parsed, ParseError):
+        return ParseError(f"{name}: {parsed.reason}")
+    args, end = parsed
+    second = _second_action(body, end) or _earlier_action(text, marks[:-1])
+    if second is not None:
+        return ParseError(
+            f"more than one action ({name}(...) and {second}(...)); "
+            "reply with exactly one action per step"
+        )
     return _build(name, args)
+
+
+# What may join a second action onto the first: separators, "and", "then", "&&", bullets.
+_JOIN = re.compile(r"[\s;,`*>\-]*(?:(?:(?:and|then)\b|&&)[\s,]*)?(?:action\s*:\s*)?", re.I | re.A)
+_LINE_LEAD = re.compile(r"[ \t`*>\-]*(?:action\s*:\s*)?", re.I | re.A)
+
+
+def _second_action(body: str, end: int) -> str | None:
+    """The name of another action after the one that ends at `end`, if any: joined on
+    directly, or at the start of a later line."""
+    m = _CALL.match(body, _JOIN.match(body, end).end())  # type: ignore[union-attr]
+    if m:
+        return m.group(1).lower()
+    newline = body.find("\n", end)
+    while newline >= 0:
+        m = _CALL.match(body, _LINE_LEAD.match(body, newline + 1).end())  # type: ignore[union-attr]
+        if m:
+            return m.group(1).lower()
+        newline = body.find("\n", newline + 1)
+    return None
+
+
+def _earlier_action(text: str, marks: Sequence[re.Match[str]]) -> str | None:
+    """The name of an action given after an earlier "Action:" mark (one run per step)."""
+    for mark in marks:
+        m = _CALL.match(text, _LINE_LEAD.match(text, mark.end()).end())  # type: ignore[union-attr]
+        if m:
+            return m.group(1).lower()
+    return None
 
 
 def _first_call(body: str) -> re.Match[str] | None:
@@ -237,7 +250,8 @@ def _first_call(body: str) -> re.Match[str] | None:
 _Arg = tuple[str, str]
 
 
-def _parse_args(s: str, i: int) -> list[_Arg] | ParseError:
+def _parse_args(s: str, i: int) -> tuple[list[_Arg], int] | ParseError:
+    """The arguments of the call whose "(" ends at `i`, and where its ")" ends."""
     args: list[_Arg] = []
     n = len(s)
     while True:
@@ -246,7 +260,7 @@ def _parse_args(s: str, i: int) -> list[_Arg] | ParseError:
         if i >= n:
             return ParseError("missing closing parenthesis")
         if s[i] == ")" and not args:
-            return args
+            return args, i + 1
         kw = _KEYWORD.match(s, i)
         if kw:
             i = kw.end()
@@ -276,7 +290,7 @@ def _parse_args(s: str, i: int) -> list[_Arg] | ParseError:
         if i >= n:
             return ParseError("missing closing parenthesis")
         if s[i] == ")":
-            return args
+            return args, i + 1
         if s[i] != ",":
             return ParseError(f"unexpected {s[i]!r} after argument {len(args)}")
         i += 1

@@ -9,9 +9,15 @@ One policy object answers "may this URL load?" for two kinds of suites:
    address, unless the suite allows private addresses (`allow_private`), or names the
    private origins it may reach (`private_origins`: a local site standing in for a live
    one, and nothing else on this machine). Host names are resolved (cached) so that a public
-   name pointing at 127.0.0.1 is refused too. The browser resolves names itself later,
-   so a DNS-rebinding site could still slip through: this guard keeps honest agents
-   on public pages, it is not a sandbox.
+   name pointing at 127.0.0.1 is refused too. The live check fails closed: a name that
+   cannot be resolved (or not in time) is refused, because Chromium resolves some names
+   itself without asking DNS (`localhost`, `*.localhost`, with or without a trailing
+   dot, in any case: this machine), so "the browser will fail too" does not hold. Hosts
+   are compared as Chromium canonicalises them (percent-decoded, NFKC-folded, lower case,
+   trailing dots dropped, backslashes read as slashes, numeric IPv4 forms), so a spelling
+   the browser reads as this machine is refused by the static check already. The browser
+   resolves names itself later, so a DNS-rebinding site could still slip through: this
+   guard keeps honest agents on public pages, it is not a sandbox.
 
 `install_guard` applies the policy to a browser context:
 - every HTTP(S) request of the page (documents, frames, scripts, images, fetch/XHR,
@@ -36,11 +42,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import re
 import socket
+import time
+import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +70,18 @@ BLOCKED_SCHEMES = frozenset(
     }
 )
 WEB_SCHEMES = frozenset({"http", "https", "ws", "wss"})
-# Names that mean "this machine or its network" whatever DNS says.
-PRIVATE_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa")
+# Names that mean "this machine or its network" whatever DNS says (compared after
+# canonical_host: lower case, no trailing dot). Chromium answers "localhost" and
+# "*.localhost" itself with loopback (net::IsLocalHostname); older builds also
+# "localhost6" and "localhost.localdomain".
+PRIVATE_NAMES = frozenset(
+    {"localhost", "localhost6", "localhost.localdomain", "localhost6.localdomain6", "local"}
+)
+PRIVATE_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa", ".localdomain")
+# How long an unresolvable name stays refused without asking again (a transient DNS
+# failure must not refuse a site for the whole run; a failing name must not cost a
+# resolver timeout per request of its page).
+FAILURE_TTL_S = 30.0
 
 OUTSIDE_SITE = "outside the task's site"
 LEAVES_TASK_PAGE = "it would leave the task page"
@@ -94,16 +113,17 @@ class NavigationPolicy:
     """May `url` load? Offline: only `allowed_origins`. Live: the safety policy.
 
     `resolver` maps a host name to its addresses (default: the system resolver); tests
-    replace it. Answers per host are cached for the policy's lifetime.
+    replace it. Answers per host are cached for the policy's lifetime; a name that
+    cannot be resolved is refused, and asked again after FAILURE_TTL_S.
     """
 
     allowed_origins: tuple[str, ...] | None = None
     allow_private: bool = False
     private_origins: tuple[str, ...] = ()
-    resolve_hosts: bool = True
     resolve_timeout_s: float = 2.0
     resolver: Callable[[str], Awaitable[list[str]]] | None = None
-    _private_hosts: dict[str, bool] = field(default_factory=dict, repr=False)
+    # host -> True/False (resolves to a private address or not), or the time it failed
+    _private_hosts: dict[str, bool | float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.allowed_origins is not None:
@@ -121,16 +141,22 @@ class NavigationPolicy:
             return reason
         if _in_origins(url, self.private_origins):
             return None
-        host = urlsplit(url).hostname or ""
-        if not self.resolve_hosts or _ip(host) is not None:
-            return None
-        if await self._resolves_private(host):
+        host = canonical_host(_split(url))
+        if _literal_ip(host) is not None:
+            return None  # a public address literal (the static check refused the others)
+        verdict = await self._resolves_private(host)
+        if verdict is None:
+            return f"{host} cannot be resolved (refused: the guard cannot tell where it leads)"
+        if verdict:
             return f"{host} resolves to a private address"
         return None
 
     def check_static(self, url: str, *, navigation: bool = True) -> str | None:
-        """The checks that need no DNS (schemes, origins, literal addresses)."""
-        parts = urlsplit(url)
+        """The checks that need no DNS (schemes, origins, literal addresses, local names)."""
+        try:
+            parts = _split(url)
+        except ValueError:
+            return "a URL the guard cannot read"
         scheme = parts.scheme.lower()
         if scheme == "about":
             return None if url in ("about:blank", "about:srcdoc") else f"a {scheme}: URL"
@@ -140,7 +166,7 @@ class NavigationPolicy:
             return f"a {scheme or 'relative'}: URL"
         if self.allowed_origins is not None:
             return None if _in_origins(url, self.allowed_origins) else OUTSIDE_SITE
-        host = (parts.hostname or "").lower()
+        host = canonical_host(parts)
         if not host:
             return "a URL without a host"
         if (
@@ -151,15 +177,23 @@ class NavigationPolicy:
             return f"a private address ({host})"
         return None
 
-    async def _resolves_private(self, host: str) -> bool:
-        if host not in self._private_hosts:
-            try:
-                addresses = await asyncio.wait_for(
-                    (self.resolver or _system_resolve)(host), self.resolve_timeout_s
-                )
-            except (OSError, TimeoutError):
-                addresses = set()  # unresolvable: the browser will fail to load it too
-            self._private_hosts[host] = any(_private_ip(a) for a in addresses)
+    async def _resolves_private(self, host: str) -> bool | None:
+        """Whether `host` resolves to a private address; None when it cannot be resolved."""
+        known = self._private_hosts.get(host)
+        if isinstance(known, bool):
+            return known
+        if known is not None and time.monotonic() - known < FAILURE_TTL_S:
+            return None
+        try:
+            addresses = await asyncio.wait_for(
+                (self.resolver or _system_resolve)(host), self.resolve_timeout_s
+            )
+        except Exception:  # OSError, a timeout, UnicodeError for an over-long label, ...
+            addresses = []
+        if not addresses:  # fail closed: Chromium may resolve what DNS does not
+            self._private_hosts[host] = time.monotonic()
+            return None
+        self._private_hosts[host] = any(_private_ip(a) for a in addresses)
         return self._private_hosts[host]
 
 
@@ -246,6 +280,31 @@ def _in_origins(url: str, origins: Sequence[str]) -> bool:
     return any(url == o or url.startswith(o + "/") for o in origins)
 
 
+_IGNORED = re.compile("[\t\n\r]")
+_EDGES = "".join(chr(c) for c in range(0x21))  # C0 controls and space
+
+
+def _split(url: str) -> SplitResult:
+    """`url` split as a browser reads it (WHATWG): edge controls and spaces stripped, tabs
+    and newlines dropped, and for web schemes `\\` read as `/` (else
+    `http://127.0.0.1\\@example.com/` is example.com to urlsplit and 127.0.0.1 to Chromium).
+    Raises ValueError for what urlsplit cannot read (an unclosed `[`)."""
+    url = _IGNORED.sub("", url.strip(_EDGES))
+    scheme = url.partition(":")[0].lower()
+    if scheme in WEB_SCHEMES:
+        url = url.replace("\\", "/")
+    return urlsplit(url)
+
+
+def canonical_host(parts: SplitResult) -> str:
+    """The host as Chromium compares it: percent-decoded, NFKC-folded (full-width letters
+    and dots), lower case, without trailing dots; IPv6 brackets kept off."""
+    host = unquote(parts.hostname or "")
+    host = unicodedata.normalize("NFKC", host).lower()
+    host = host.replace("\u3002", ".").replace("\uff0e", ".").replace("\uff61", ".")
+    return host.rstrip(".")
+
+
 def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         return ipaddress.ip_address(host.strip("[]"))
@@ -262,13 +321,22 @@ def _private_ip(address: str) -> bool:
     return not ip.is_global or ip.is_multicast
 
 
-def _private_host(host: str) -> bool:
-    if host == "localhost" or host.endswith(PRIVATE_SUFFIXES):
-        return True
+def _literal_ip(host: str) -> str | None:
+    """The address a host written as an IP literal stands for, else None. Chromium also
+    reads numeric IPv4 forms such as 2130706433, 0x7f.1 or 0177.0.0.1."""
     if _ip(host) is not None:
-        return _private_ip(host.strip("[]"))
-    # Chromium also accepts numeric IPv4 forms such as 2130706433 or 0x7f.1.
+        return host.strip("[]")
+    if not re.fullmatch(r"[0-9a-fx.]+", host):
+        return None  # inet_aton would also read "1.2.3.4 junk"
     try:
-        return _private_ip(socket.inet_ntoa(socket.inet_aton(host)))
+        return socket.inet_ntoa(socket.inet_aton(host))
     except OSError:
-        return False
+        return None
+
+
+def _private_host(host: str) -> bool:
+    """`host` (canonical) names this machine or a private network, whatever DNS says."""
+    if host in PRIVATE_NAMES or host.endswith(PRIVATE_SUFFIXES):
+        return True
+    address = _literal_ip(host)
+    return address is not None and _private_ip(address)

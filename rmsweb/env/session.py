@@ -68,7 +68,7 @@ class PageSession:
         elif allowed_origins is not None:
             self._policy = offline_policy(allowed_origins)
         else:  # no guard: refuse at least file:, javascript:, ... in goto
-            self._policy = NavigationPolicy(allow_private=True, resolve_hosts=False)
+            self._policy = NavigationPolicy(allow_private=True)
         self.next_id = 1
         self.navigations = 0  # main-frame navigations since tracking started
         self._refusals_seen = len(self.guard.refusals) if self.guard is not None else 0

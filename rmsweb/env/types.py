@@ -1,19 +1,88 @@
 """Value types shared by the environment, policies, suites and judges (no browser imports).
 
 The lowest layer that uses them owns them: the observation the browser produces, the
-request a policy answers (`ActRequest`, with the episode's `HistoryItem`s) and the
-`Expert` protocol (a scripted labeller of states). Agents, suites, judges and the
-rollout all import these from here, so none of them has to import another.
+request a policy answers (`ActRequest`, with the episode's `HistoryItem`s), an `Action`
+with its canonical text (`format_action`; the parser and comparison are in actions.py,
+which re-exports these) and the `Expert` protocol (a scripted labeller of states).
+Agents, suites, judges and the rollout all import these from here, so none of them has
+to import another; this module imports nothing of rmsweb (actions.py imports it, not
+the other way round).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Literal, Protocol
 
-if TYPE_CHECKING:
-    from rmsweb.env.actions import Action
+# --------------------------------------------------------------------------- actions
+
+ActionType = Literal[
+    "click", "fill", "select", "press", "scroll", "goto", "go_back", "answer", "stop", "click_xy"
+]
+
+
+@dataclass(slots=True)
+class ActionRow:
+    """An action as the steps table stores it (a struct column): type plus its arguments."""
+
+    type: str  # click, fill, select, press, scroll, goto, go_back, answer, stop, click_xy
+    target: str | None = None  # element id as text (ids are strings in the observation)
+    text: str | None = None  # fill/select/press/scroll/goto/answer argument
+    x: float | None = None  # click_xy
+    y: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One action. Which fields are set depends on `type` (see actions.SIGNATURES)."""
+
+    type: ActionType
+    target: str | None = None  # element id (digits), for click/fill/select
+    text: str | None = None  # the string argument of fill/select/press/scroll/goto/answer
+    x: float | None = None  # click_xy
+    y: float | None = None
+
+    def to_row(self) -> ActionRow:
+        return ActionRow(type=self.type, target=self.target, text=self.text, x=self.x, y=self.y)
+
+    @staticmethod
+    def from_row(row: ActionRow) -> Action:
+        return Action(type=row.type, target=row.target, text=row.text, x=row.x, y=row.y)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return format_action(self)
+
+
+# --------------------------------------------------------------------------- format
+
+
+def _quote(s: str) -> str:
+    # JSON string escaping: the parser reads these escapes back exactly.
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+def format_action(a: Action) -> str:
+    """The canonical text of an action, e.g. `fill(3, "Bob")`."""
+    if a.type in ("click",):
+        return f"click({a.target})"
+    if a.type in ("fill", "select"):
+        return f"{a.type}({a.target}, {_quote(a.text or '')})"
+    if a.type in ("press", "scroll", "goto", "answer"):
+        return f"{a.type}({_quote(a.text or '')})"
+    if a.type in ("go_back", "stop"):
+        return f"{a.type}()"
+    if a.type == "click_xy":
+        return f"click_xy({_num(a.x or 0.0)}, {_num(a.y or 0.0)})"
+    raise ValueError(f"unknown action type {a.type!r}")
+
+
+# --------------------------------------------------------------------------- page
 
 
 @dataclass(frozen=True, slots=True)

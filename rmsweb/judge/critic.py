@@ -208,11 +208,10 @@ def _outcome(rec: EpisodeRecord, verdict: Verdict) -> str:
         return f"The attempt hit an environment error ({ep.error})."
     if not ep.success:
         return f"The attempt failed (reward {ep.reward:g})."
+    # The reference length is not quoted: a reflection names no privileged number.
     ref = verdict.reference_length
     if ref and ep.n_steps > ref:
-        return (
-            f"The attempt succeeded in {ep.n_steps} steps; the shortest known success took {ref}."
-        )
+        return f"The attempt succeeded in {ep.n_steps} steps, more than the task usually takes."
     return f"The attempt succeeded in {ep.n_steps} steps but took detours."
 
 

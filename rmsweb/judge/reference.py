@@ -3,9 +3,10 @@
 A success with more than reference * (1 + detour_slack) steps took a detour. The
 reference never comes from the attempt being judged (then the length test could
 never fire). In order:
-1. the oracle's gold length, where the suite has one (`gold`, an async function of
-   the judged record: the collect stage plays the scripted expert on that task and
-   seed, or reads it off a clean attempt, rmsweb.judge.oracle.gold_length);
+1. a task-level gold figure, where the suite has experts (`gold`, an async function of
+   the judged record: the collect stage's median gold length over the task's reference
+   train seeds other than the judged one, rmsweb.collect.teacher.task_gold_lengths),
+   never the judged seed's own gold (per-instance knowledge no real system has);
 2. else the shortest success seen for the same task and seed in earlier attempts;
 3. else the shortest success seen for the task on other seeds (seeds of a task
    usually need the same steps; where they do not, this is a rough guess).

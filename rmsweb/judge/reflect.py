@@ -34,8 +34,9 @@ def outcome_text(rec: EpisodeRecord, verdict: Verdict) -> str:
         text = f"failure (reward {ep.reward:g})"
         return text + (f", environment error: {ep.error}" if ep.error else "")
     text = f"success in {ep.n_steps} steps, with detours"
-    if verdict.reference_length:
-        text += f" (the shortest known success took {verdict.reference_length})"
+    if verdict.reference_length and ep.n_steps > verdict.reference_length:
+        # Not the number: a reflection quotes no privileged figure.
+        text += " (more steps than the task usually takes)"
     if verdict.redundant_steps:
         text += "; steps that changed nothing: " + ", ".join(
             str(s + 1) for s in verdict.redundant_steps

@@ -25,10 +25,21 @@ class LoadedModel:
 
 
 def resolve_device(device: str) -> str:
+    """`auto` -> cuda or cpu; under torchrun a bare `cuda` becomes this rank's GPU.
+
+    torchrun sets LOCAL_RANK per process; without it every rank would load its copy
+    onto cuda:0. An explicit `cuda:<i>` and `cpu` are kept as given.
+    """
+    import os
+
     import torch
 
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and "LOCAL_RANK" in os.environ:
+        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+        if torch.cuda.is_available():
+            torch.cuda.set_device(device)
     return device
 
 

@@ -490,7 +490,8 @@ def build_report(
     doc.sections.append(arms_section(rep, episodes, arms, comparisons))
     doc.sections += live_sections(rep, live)
     doc.sections.append(collect_section(rep, data))
-    doc.sections.append(retry_study.section(rep.metrics, data))
+    collects = {r.run: r.metrics for r in stages.values() if r.kind == "collect"}
+    doc.sections.append(retry_study.section(rep.metrics, data, collects))
     doc.sections.append(pipeline.sft_section(rep, loss_curves or {}, stages))
     doc.sections.append(mining.mine_section(rep, mined))
     doc.sections.append(

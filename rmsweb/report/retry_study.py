@@ -15,6 +15,7 @@ Per collect run (one arm):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rmsweb.report.document import Para, Section, Table
@@ -102,6 +103,24 @@ FROM g GROUP BY run ORDER BY run
 """
 
 
+# First error per mistake kind the teacher made in the failed attempt (reflections.
+# mistake_kind; 'none': no task-breaking mistake of the teacher's), over every run.
+CRITIC_BY_KIND = """
+, g AS (
+    SELECT coalesce(mistake_kind, 'none') AS kind, named_steps AS named,
+           oracle_bad_steps AS bad
+    FROM rf WHERE oracle_bad_steps IS NOT NULL AND NOT success
+)
+SELECT kind, count(*) AS graded,
+       count(*) FILTER (WHERE len(named) > 0) AS fe_named,
+       count(*) FILTER (WHERE len(bad) > 0) AS fe_truths,
+       count(*) FILTER (
+           WHERE len(named) > 0 AND len(bad) > 0 AND named[1] = bad[1]
+       ) AS fe_hits
+FROM g GROUP BY kind ORDER BY kind
+"""
+
+
 def queries(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict[str, Any]]]:
     out = {}
     for prefix, matched in (("retry", ""), ("retry_matched", MATCHED)):
@@ -109,6 +128,7 @@ def queries(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict[str, Any]]]:
         out[f"{prefix}_arms"] = fetch(con, base + ARMS)
         out[f"{prefix}_first_success"] = fetch(con, base + FIRST_SUCCESS)
         out[f"{prefix}_critic"] = fetch(con, base + CRITIC)
+    out["retry_critic_by_kind"] = fetch(con, BASE.format(matched="") + CRITIC_BY_KIND)
     return out
 
 
@@ -202,9 +222,119 @@ def _record(metrics: dict[str, Any], arms: list[dict[str, Any]], tag: str = "") 
             metrics[f"{key}/{name}"] = a[name]
 
 
-def section(metrics: dict[str, Any], data: dict[str, list[dict[str, Any]]]) -> Section:
+def kind_rows(data: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per mistake kind: first-error P/R on failed attempts, whether a critic rule targets
+    it, and the pooled rows of the targeted and the untargeted kinds."""
+    from rmsweb.agents.mistaken_expert import UNTARGETED
+
+    rows = data.get("retry_critic_by_kind", [])
+    pools: dict[str, dict[str, int]] = {}
+    out = []
+    for r in rows:
+        kind = r["kind"]
+        group = "none" if kind == "none" else "untargeted" if kind in UNTARGETED else "targeted"
+        out.append({**r, "group": group})
+        if group != "none":
+            pool = pools.setdefault(
+                group, dict.fromkeys(("graded", "fe_named", "fe_truths", "fe_hits"), 0)
+            )
+            for k in pool:
+                pool[k] += r[k]
+    order = {"targeted": 0, "untargeted": 1, "none": 2}
+    out.sort(key=lambda r: (order[r["group"]], r["kind"]))
+    for group in ("targeted", "untargeted"):
+        if group in pools:
+            out.append({"kind": f"all {group}", "group": group, **pools[group]})
+    for r in out:
+        r["precision"] = _ratio(r["fe_hits"], r["fe_named"])
+        r["recall"] = _ratio(r["fe_hits"], r["fe_truths"])
+    return out
+
+
+def kinds_table(rows: list[dict[str, Any]]) -> Table:
+    head = ["Mistake kind", "A critic rule targets it", "Failed attempts graded"]
+    head += ["First error P", "R"]
+    body = [
+        [
+            r["kind"],
+            {"targeted": "yes", "untargeted": "no", "none": "-"}[r["group"]],
+            str(r["graded"]),
+            pct(r["precision"]),
+            pct(r["recall"]),
+        ]
+        for r in rows
+    ]
+    return Table(head, body, ["left", "left", "right", "right", "right"])
+
+
+def sweep_rows(
+    arms: list[dict[str, Any]], settings: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Reflect vs blind at each (persistence, adherence): each reflect arm beside the blind
+    arm of the same persistence (blind reads no reflection: adherence does not matter)."""
+
+    def setting(run: str) -> tuple[str | None, float | None, float | None]:
+        m = settings.get(run, {})
+        return m.get("retry"), m.get("teacher_persistence"), m.get("teacher_adherence")
+
+    blind: dict[float, dict[str, Any]] = {}
+    for a in arms:
+        mode, p, _ = setting(a["run"])
+        # the blind arm with the most units at a persistence (ties: the first run)
+        if mode == "blind" and p is not None and (p not in blind or a["units"] > blind[p]["units"]):
+            blind[p] = a
+    out = []
+    for a in arms:
+        mode, p, adh = setting(a["run"])
+        if mode != "reflect" or p is None:
+            continue
+        b = blind.get(p)
+        ry = a["yields"][-1] if a["yields"] else None
+        by = (b["yields"][-1] if b["yields"] else None) if b else None
+        out.append(
+            {
+                "persistence": p,
+                "adherence": adh,
+                "reflect": a["run"],
+                "blind": b["run"] if b else None,
+                "units": a["units"],
+                "reflect_yield": ry,
+                "blind_yield": by,
+                "gain": ry - by if ry is not None and by is not None else None,
+            }
+        )
+    out.sort(key=lambda r: (r["persistence"], r["adherence"] or 0.0))
+    return out
+
+
+def sweep_table(rows: list[dict[str, Any]]) -> Table:
+    head = ["Persistence", "Adherence", "Reflect run", "Blind run", "Units"]
+    head += ["Reflect yield", "Blind yield", "Reflect − blind (points)"]
+    body = [
+        [
+            num(r["persistence"], 2),
+            num(r["adherence"], 2),
+            r["reflect"],
+            r["blind"] or "-",
+            str(r["units"]),
+            pct(r["reflect_yield"]),
+            pct(r["blind_yield"]),
+            num(100 * r["gain"], 1) if r["gain"] is not None else "-",
+        ]
+        for r in rows
+    ]
+    return Table(head, body, ["right", "right", "left", "left", *["right"] * 4])
+
+
+def section(
+    metrics: dict[str, Any],
+    data: dict[str, list[dict[str, Any]]],
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Section:
     """The "Retry study" section; adds its numbers to `metrics` (retry/<run>/<name>, and
-    retry_matched/<run>/<name> when the runs collected different units)."""
+    retry_matched/<run>/<name> when the runs collected different units; retry_sweep/...
+    and critic_kind/<kind>/...). `settings`: each collect run's metrics (its retry mode,
+    teacher_persistence and teacher_adherence), for the sweep table."""
     sec = Section("Retry study: none / blind / reflect, with costs and the critic's grade")
     arms = arm_rows(data)
     if not arms:
@@ -240,4 +370,41 @@ def section(metrics: dict[str, Any], data: dict[str, list[dict[str, Any]]]) -> S
             )
         )
         _record(metrics, matched, "_matched")
+    sweep = sweep_rows(matched or arms, settings or {})
+    if sweep:
+        sec.blocks.append(sweep_table(sweep))
+        sec.blocks.append(
+            Para(
+                "Reflect vs blind by the teacher's persistence (the chance a retry replays "
+                "the previous attempt's plan, its mistakes included) and adherence (the "
+                "chance it follows a reflection's note): each reflect arm beside the blind "
+                "arm of the same persistence, the last yield on the units every run "
+                "collected. Blind retries only win on a redrawn plan, so at persistence 1 "
+                "blind gains nothing over one attempt and reflect gains only through notes "
+                "the teacher follows; at persistence 0 every retry is a fresh draw for both."
+            )
+        )
+        for r in sweep:
+            key = f"retry_sweep/p{r['persistence']:g}_a{(r['adherence'] or 0):g}"
+            metrics[f"{key}/reflect_yield"] = r["reflect_yield"]
+            metrics[f"{key}/blind_yield"] = r["blind_yield"]
+            metrics[f"{key}/gain"] = r["gain"]
+    kinds = kind_rows(data)
+    if kinds:
+        sec.blocks.append(kinds_table(kinds))
+        sec.blocks.append(
+            Para(
+                "The critic's first error per mistake kind, over the failed attempts of "
+                "every run above: the kind of task-breaking mistake the scripted teacher "
+                "made in the attempt (none: it made none, the failure came from a detour or "
+                "a followed note). P: the first step a reflection names is the oracle's first "
+                "bad step, of reflections naming one; R: of attempts with a bad step. Kinds no "
+                "critic rule was written for (rmsweb.agents.mistaken_expert.UNTARGETED) are "
+                "pooled apart from the kinds it targets; nothing is tuned to raise either."
+            )
+        )
+        for r in kinds:
+            key = f"critic_kind/{r['kind'].replace(' ', '_')}"
+            metrics[f"{key}/first_error_precision"] = r["precision"]
+            metrics[f"{key}/first_error_recall"] = r["recall"]
     return sec

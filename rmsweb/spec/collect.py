@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .common import SpecFieldError, SpecModel, default_kind
 from .serve import VLLMServer, local_port
 
-ErrorKind = Literal["distractor_click", "wrong_field", "wrong_option", "premature_stop"]
+ErrorKind = Literal[
+    "distractor_click",
+    "wrong_field",
+    "wrong_option",
+    "premature_stop",
+    "literal_value",
+    "one_field_short",
+    "wrong_label",
+]
 DetourKind = Literal["irrelevant_click", "scroll", "back_and_forth"]
 
 
@@ -71,16 +79,38 @@ class ExpertTeacher(SpecModel):
         "the action the note calls wrong, at the step it names. A note naming the wrong step "
         "or action does not help. 0: reflections are ignored (reflect behaves as blind).",
     )
-    error_kinds: list[ErrorKind] = Field(
-        default_factory=lambda: [
-            "distractor_click",
-            "wrong_field",
-            "wrong_option",
-            "premature_stop",
-        ],
+    error_kinds: dict[ErrorKind, float] = Field(
+        default_factory=lambda: dict.fromkeys(
+            (
+                "distractor_click",
+                "wrong_field",
+                "wrong_option",
+                "premature_stop",
+                "literal_value",
+                "one_field_short",
+                "wrong_label",
+            ),
+            1.0,
+        ),
         min_length=1,
-        description="Mistakes the teacher may make.",
+        description="Mistakes the teacher may make, each with its rate: its share of "
+        "error_rate (weights, normalised over the kinds; 0 turns a kind off; a list gives "
+        "equal shares). literal_value, one_field_short and wrong_label do not heal "
+        "themselves (rmsweb.agents.mistaken_expert).",
     )
+
+    @field_validator("error_kinds", mode="before")
+    @classmethod
+    def _kinds_list(cls, v: Any) -> Any:
+        return dict.fromkeys(v, 1.0) if isinstance(v, list) else v
+
+    @field_validator("error_kinds")
+    @classmethod
+    def _kinds_rates(cls, v: dict[str, float]) -> dict[str, float]:
+        if any(w < 0 for w in v.values()) or not any(w > 0 for w in v.values()):
+            raise ValueError("rates must be >= 0 with at least one above 0")
+        return v
+
     detour_kinds: list[DetourKind] = Field(
         default_factory=lambda: ["irrelevant_click", "scroll", "back_and_forth"],
         min_length=1,
@@ -111,8 +141,18 @@ class CollectSpec(SpecModel):
         0.2,
         ge=0,
         description="A success with more than reference_length * (1 + detour_slack) steps is a "
-        "detour and is retried; the reference is task-level (the oracle's gold length where the "
-        "suite has experts, else the shortest success seen for the task).",
+        "detour and is retried; the reference is task-level (the median gold length over "
+        "reference_seeds where the suite has experts, else the shortest success seen for the "
+        "task), never the judged seed's own gold.",
+    )
+    reference_seeds: int = Field(
+        5,
+        ge=0,
+        description="Train seeds per task on which the gold expert is played once for the "
+        "task-level reference length of detours: their median gold length, the judged seed "
+        "left out (a figure a system with a few demonstrations per task could have, never "
+        "the judged instance's own gold). 0, or a suite without experts: the shortest "
+        "success seen for the task.",
     )
     teacher_budget: int | None = Field(
         None,

@@ -144,8 +144,76 @@ def merge_located(base: Located, over: Located) -> Located:
 # --------------------------------------------------------------------------- extends
 
 
-def load_located(path: Path, _chain: tuple[Path, ...] = ()) -> Located:
-    """Read a spec file and its `extends:` chain into one Located (no validation)."""
+def spec_root(path: Path) -> Path:
+    """The folder an `extends:` chain may not leave: the repository holding the spec (the
+    nearest folder above it with `.git` or `pyproject.toml`), else the spec's own folder.
+
+    So a spec can share sections with any spec of its project (experiments/, tests/specs/),
+    and never reads /etc/passwd or a file of another project by `extends: /abs/path` or
+    `../../..`."""
+    here = path.resolve().parent
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists() or (folder / "pyproject.toml").is_file():
+            return folder
+    return here
+
+
+def load_located(path: Path, _chain: tuple[Path, ...] = (), _root: Path | None = None) -> Located:
+    """Read a spec file and its `extends:` chain into one Located (no validation).
+
+    Each parent must lie inside `spec_root` of the first spec (symbolic links resolved).
+    An error while reading a parent (not found, not YAML, too large) names the line of
+    the `extends:` that led there, as well as the parent's own line.
+    """
+    root = _root if _root is not None else spec_root(path)
+    here = _read_one(path)
+    parent_ref = here.data.pop("extends", None)
+    if parent_ref is None:
+        return here
+    pos = here.positions.pop(("extends",))
+
+    def fail(message: str) -> SpecErrors:
+        return SpecErrors([SpecError(pos, "extends", message)])
+
+    if not isinstance(parent_ref, str) or not parent_ref.strip():
+        raise fail("must be a relative path to another spec file.")
+    if Path(parent_ref).is_absolute() or parent_ref.startswith("~"):
+        raise fail(
+            f"{parent_ref!r} is an absolute path; write the parent's path relative to this "
+            "spec's folder (it must stay inside the project)."
+        )
+    parent = (path.parent / parent_ref).resolve()
+    if not parent.is_relative_to(root):
+        raise fail(
+            f"{parent_ref!r} leads outside the project ({display_path(parent)} is not under "
+            f"{display_path(root)}); a parent spec must be a file of the same repository."
+        )
+    chain = (*_chain, path.resolve())
+    if parent in chain:
+        cycle = " -> ".join(display_path(p) for p in (*chain, parent))
+        raise fail(f"extends cycle: {cycle}. Break the loop.")
+    if len(chain) >= MAX_EXTENDS:
+        raise fail(f"the extends chain is longer than {MAX_EXTENDS} files; flatten it.")
+    if not parent.is_file():
+        raise fail(
+            f"file {parent_ref!r} not found (looked at {display_path(parent)}); "
+            "the path is relative to this spec's folder."
+        )
+    try:
+        base = load_located(parent, chain, root)
+    except SpecErrors as exc:
+        via = f" (in the spec extended at {pos})"
+        raise SpecErrors(
+            [
+                e if e.pos.file == pos.file else SpecError(e.pos, e.key, e.message + via)
+                for e in exc.errors
+            ]
+        ) from None
+    return merge_located(base, here)
+
+
+def _read_one(path: Path) -> Located:
+    """One spec file, parsed with positions (bounded read, UTF-8 checked)."""
     shown = display_path(path)
     try:
         with path.open("rb") as f:
@@ -172,42 +240,7 @@ def load_located(path: Path, _chain: tuple[Path, ...] = ()) -> Located:
                 )
             ]
         ) from None
-    here = parse_yaml_located(text, shown)
-    parent_ref = here.data.pop("extends", None)
-    if parent_ref is None:
-        return here
-    pos = here.positions.pop(("extends",))
-    if not isinstance(parent_ref, str) or not parent_ref.strip():
-        raise SpecErrors(
-            [SpecError(pos, "extends", "must be a relative path to another spec file.")]
-        )
-    parent = (path.parent / parent_ref).resolve()
-    chain = (*_chain, path.resolve())
-    if parent in chain:
-        cycle = " -> ".join(display_path(p) for p in (*chain, parent))
-        raise SpecErrors([SpecError(pos, "extends", f"extends cycle: {cycle}. Break the loop.")])
-    if len(chain) >= MAX_EXTENDS:
-        raise SpecErrors(
-            [
-                SpecError(
-                    pos,
-                    "extends",
-                    f"the extends chain is longer than {MAX_EXTENDS} files; flatten it.",
-                )
-            ]
-        )
-    if not parent.is_file():
-        raise SpecErrors(
-            [
-                SpecError(
-                    pos,
-                    "extends",
-                    f"file {parent_ref!r} not found (looked at {display_path(parent)}); "
-                    "the path is relative to this spec's folder.",
-                )
-            ]
-        )
-    return merge_located(load_located(parent, chain), here)
+    return parse_yaml_located(text, shown)
 
 
 # --------------------------------------------------------------------------- overrides

@@ -49,11 +49,17 @@ class _RLBase(SpecModel):
     reward: RewardSpec = Field(default_factory=RewardSpec, description="Reward function.")
     save_steps: int = Field(50, ge=1, description="Checkpoint every N steps (resume point).")
     micro_batch_size: int | None = Field(
-        None,
+        32,
         ge=1,
         description="Sequences per forward/backward and per generate call (null: the whole "
-        "batch). Lower it when memory runs out; the gradient stays the same (token-level sums "
-        "over one step-wide normaliser).",
+        "batch, whose KV cache and activations are unbounded at scale: `rmsweb plan` shows "
+        "what one micro-batch needs). Lower it when memory runs out; the gradient stays the "
+        "same (token-level sums over one step-wide normaliser).",
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="Recompute activations in the update's backward (trade compute for "
+        "memory); sampling keeps its KV cache. Same gradients either way.",
     )
     torch_threads: int | None = Field(
         None,

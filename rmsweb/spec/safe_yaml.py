@@ -296,7 +296,11 @@ def load_plain(text: str) -> tuple[Any, dict[KeyPath, tuple[int, int]]]:
     def scalar(node: yaml.Node, path: KeyPath) -> Any:
         if refused(node, path, PLAIN_SCALAR_TAGS):
             return None
-        return loader.construct_object(node, deep=True)
+        try:
+            return loader.construct_object(node, deep=True)
+        except ConstructorError as exc:  # e.g. an integer past 64 bits: at its key path
+            problems.append(Problem(*_mark(node), path, str(exc.problem or exc)))
+            return None
 
     merged_counts: dict[int, int] = {}  # id(mapping node) -> pairs that came from `<<:`
 

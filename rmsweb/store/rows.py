@@ -36,8 +36,9 @@ class EpisodeRow:
     tokens_out: int = 0
     instruction: str = ""  # (added) the task utterance the policy saw
     env_retries: int = 0  # (added) reruns after environment errors
-    # (added) the judge's task-level reference length (collect): the oracle's gold length
-    # where the suite has one, else the shortest success seen (rmsweb.judge.reference)
+    # (added) the judge's task-level reference length (collect): the median gold length
+    # over the task's reference seeds, the judged seed left out, where the suite has
+    # experts, else the shortest success seen (rmsweb.judge.reference)
     reference_steps: int | None = None
     category: str | None = None  # (added) live tasks: site, level or segment (reports group by it)
     cost_usd: float | None = None  # (added) the policy's tokens at its spec prices (eval)
@@ -87,6 +88,11 @@ class ReflectionRow:
     # the reflector or the teacher.
     named_steps: list[int] = field(default_factory=list)  # steps the text names, 0-based
     oracle_bad_steps: list[int] | None = None  # steps the oracle rejects; None: ungraded
+    # (added) the scripted teacher's task-breaking mistake in the attempt reflected on
+    # (rmsweb.agents.mistaken_expert: its kind and step; None: none made, or not a
+    # scripted teacher), for the critic's scores per kind. Never shown to the reflector.
+    mistake_kind: str | None = None
+    mistake_step: int | None = None
 
 
 @dataclass(slots=True)

@@ -57,6 +57,7 @@ def list_tasks(suite: str | None = None) -> None:
 
     from rmsweb.spec.miniwob_tasks import MINIWOB_TASKS
     from rmsweb.suites.miniwob_experts import EXPERTS
+    from rmsweb.suites.miniwob_experts.gold import GOLD_STEPS
 
     console = Console()
     if suite is None:
@@ -94,12 +95,22 @@ def list_tasks(suite: str | None = None) -> None:
     if name in LIVE_SUITES:
         _list_live_tasks(console, name)
         return
-    table = Table(title=f"miniwob: {len(MINIWOB_TASKS)} tasks, {len(EXPERTS)} with an expert")
+    multi = sum(GOLD_STEPS.get(t, 0.0) >= 3 for t in EXPERTS)
+    table = Table(
+        title=f"miniwob: {len(MINIWOB_TASKS)} tasks, {len(EXPERTS)} with an expert "
+        f"({multi} multi-step: gold >= 3 steps)"
+    )
     table.add_column("task")
     table.add_column("expert", justify="center")
+    table.add_column("gold steps", justify="right")
     for task in MINIWOB_TASKS:
-        table.add_row(task, "yes" if task in EXPERTS else "")
+        gold = GOLD_STEPS.get(task) if task in EXPERTS else None
+        table.add_row(task, "yes" if task in EXPERTS else "", f"{gold:.2f}" if gold else "")
     console.print(table)
+    console.print(
+        "gold steps: the expert's mean episode length on the 50 default test seeds "
+        "(`rmsweb suite check miniwob` measures it)."
+    )
 
 
 def _list_live_tasks(console: Any, name: str) -> None:

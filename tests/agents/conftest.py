@@ -213,6 +213,18 @@ class Stub:
     in_flight: int = 0
     max_in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # hold(n): the first n requests wait for each other (or for `hold_timeout_s`), so "n
+    # requests were in flight at once" is an event the test can rely on, not a race
+    barrier: threading.Barrier | None = None
+    held: int = 0
+
+    def hold(self, n: int, hold_timeout_s: float = 5.0) -> None:
+        self.barrier, self.held = threading.Barrier(n, timeout=hold_timeout_s), n
+
+    def wait_held(self, index: int) -> None:
+        if self.barrier is not None and index < self.held:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                self.barrier.wait()  # broken after the timeout: fewer came at once
 
     def push(
         self,
@@ -226,12 +238,13 @@ class Stub:
         body = completion_body() if body is None else body
         self.script.extend(Reply(status, body, headers or {}, delay_s) for _ in range(times))
 
-    def next_reply(self, headers: dict[str, str], body: Any) -> Reply:
+    def next_reply(self, headers: dict[str, str], body: Any) -> tuple[int, Reply]:
         with self.lock:
             self.requests.append({"headers": headers, "body": body, "t": time.perf_counter()})
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            return self.script.pop(0) if self.script else self.default
+            reply = self.script.pop(0) if self.script else self.default
+            return len(self.requests) - 1, reply
 
     def done(self) -> None:
         with self.lock:
@@ -244,8 +257,9 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-            reply = stub.next_reply(dict(self.headers), json.loads(raw or b"null"))
+            index, reply = stub.next_reply(dict(self.headers), json.loads(raw or b"null"))
             try:
+                stub.wait_held(index)
                 time.sleep(reply.delay_s)
                 data = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
                 payload = data.encode()

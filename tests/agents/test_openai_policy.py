@@ -89,6 +89,7 @@ def test_concurrent_requests_to_transformers_serve(transformers_server: Any) -> 
 
 
 def test_concurrency_bound_is_respected(stub: Any) -> None:
+    stub.hold(3)  # the first 3 wait for each other (5 s at most, within timeout_s)
     stub.default.delay_s = 0.15  # long enough that requests overlap if allowed to
     pol = policy(stub.base_url, concurrency=3)
 
@@ -102,13 +103,16 @@ def test_concurrency_bound_is_respected(stub: Any) -> None:
     asyncio.run(run())
     elapsed = time.perf_counter() - start
     assert len(stub.requests) == 10
-    assert stub.max_in_flight == 3  # seen by the server: the bound, and reached
-    assert elapsed >= 4 * 0.15 * 0.9  # ceil(10 / 3) waves
+    # seen by the server: the bound, and reached (the first 3 were held until all came;
+    # a client that let fewer out would leave the hold to time out with max 2)
+    assert stub.max_in_flight == 3
+    assert elapsed >= 4 * 0.15 * 0.9  # ceil(10 / 3) waves: a lower bound, load only adds
 
 
 def test_unreachable_endpoint_retries_then_user_error(caplog: pytest.LogCaptureFixture) -> None:
     url = _closed_url()
-    pol = policy(url, max_http_retries=3, timeout_s=2.0)
+    timeout_s = 20.0
+    pol = policy(url, max_http_retries=3, timeout_s=timeout_s)
     caplog.set_level(logging.WARNING, logger="rmsweb.agents.openai_client")
     start = time.perf_counter()
     with pytest.raises(UserError) as info:
@@ -118,8 +122,9 @@ def test_unreachable_endpoint_retries_then_user_error(caplog: pytest.LogCaptureF
     assert url in message and "ConnectError" in message and "4 attempts" in message
     retries = [r for r in caplog.records if "retry" in r.getMessage()]
     assert len(retries) == 3
-    # Back-offs 0.02 * (1, 2, 4) * [0.5, 1.5): well within one request timeout.
-    assert elapsed < 2.0
+    # Back-offs 0.02 * (1, 2, 4) * [0.5, 1.5) = 0.2 s at most: a refused connection is
+    # retried at once, not after a request timeout (4 attempts would take 4 x 20 s).
+    assert elapsed < timeout_s
 
 
 def test_429_with_retry_after_then_success(stub: Any) -> None:
@@ -177,12 +182,14 @@ def test_client_errors_are_not_retried(stub: Any) -> None:
 
 
 def test_per_request_timeout(stub: Any) -> None:
-    stub.default.delay_s = 2.0
+    stub.default.delay_s = 30.0  # the server would answer after 100 x the timeout
     pol = policy(stub.base_url, timeout_s=0.3, max_http_retries=1)
     start = time.perf_counter()
     with pytest.raises(UserError, match=r"no answer within timeout_s=0.3"):
         asyncio.run(_act_and_close(pol))
-    assert time.perf_counter() - start < 1.5  # 2 x 0.3 s + back-off, not 2 x 2 s
+    # 2 x 0.3 s + back-off; waiting for the server would take 2 x 30 s. The bound is
+    # the server's delay, so a loaded machine has 50 x the expected time.
+    assert time.perf_counter() - start < stub.default.delay_s
 
 
 def test_screenshot_goes_as_data_url_only_when_asked(stub: Any) -> None:

@@ -258,6 +258,9 @@ class FakeSuite:
     def task_ids(self, split: str | None = None) -> list[str]:
         return list(TASKS)
 
+    def seeds(self, split: str) -> list[int]:
+        return list(range(60))
+
     def expert(self, task: str):
         return EXPERTS[task]
 
@@ -267,7 +270,9 @@ class FakeRunner:
         return await play(policy, task_id, seed, attempt, reflections)
 
 
-def spec(retry: str, adherence: float = 0.9, slack: float = 0.2) -> ExperimentSpec:
+def spec(
+    retry: str, adherence: float = 0.9, slack: float = 0.2, kinds: list[str] | None = None
+) -> ExperimentSpec:
     return ExperimentSpec.model_validate(
         {
             "name": "fake",
@@ -277,7 +282,7 @@ def spec(retry: str, adherence: float = 0.9, slack: float = 0.2) -> ExperimentSp
                     "error_rate": 0.4,
                     "detour_rate": 0.4,
                     "adherence": adherence,
-                    "error_kinds": ["distractor_click", "wrong_field", "premature_stop"],
+                    "error_kinds": kinds or ["distractor_click", "wrong_field", "premature_stop"],
                 },
                 "retry": retry,
                 "max_retries": 0 if retry == "none" else 2,
@@ -302,6 +307,7 @@ def collect(s: ExperimentSpec, seeds: int = 60) -> list[EpisodeRecord]:
             t.reflector,
             forget=t.forget,
             labels=t.labels,
+            mistake_of=t.mistake_of,
         )
         out = []
         for seed in range(seeds):
@@ -341,7 +347,7 @@ def test_collect_job_stores_the_oracle_grade_of_each_reflection() -> None:
     metrics, _ = collection_metrics(records, 3)
     assert metrics["critic_graded"] == len(graded)
     assert 0 < metrics["critic_first_error_precision"] <= 1
-    # kept steps are judged against the oracle's gold length (3 for login, 1 for click)
+    # kept steps are judged against the task-level gold length (3 for login, 1 for click)
     gold = {r.episode.task_id: r.episode.reference_steps for r in records if r.episode.success}
     assert gold == {"click": 1, "login": 3}
 
@@ -465,3 +471,22 @@ def test_critic_precision_on_a_planted_trajectory_set() -> None:
     # one, plus the needed restoring fill of "undone".
     assert scores["detour_precision"] == round(8 / 9, 4)
     assert scores["detour_recall"] == 1.0
+
+
+def test_critic_scores_per_mistake_kind_with_untargeted_kinds_apart() -> None:
+    kinds = ["distractor_click", "premature_stop", "one_field_short", "wrong_label"]
+    records = collect(spec("reflect", kinds=kinds), seeds=40)
+    stored = {x.mistake_kind for r in records for x in r.reflections if not r.episode.success}
+    assert {"distractor_click", "premature_stop", "wrong_label"} <= stored
+    for r in records:  # a stored kind was made in the attempt reflected on, at its step
+        for x in r.reflections:
+            if x.mistake_kind is not None:
+                assert x.mistake_step is not None and x.mistake_step < r.episode.n_steps
+    m, _ = collection_metrics(records, 3)
+    for kind in stored - {None}:
+        assert m[f"critic_kind_{kind}_graded"] > 0
+        assert 0 <= m[f"critic_kind_{kind}_first_error_recall"] <= 1
+    # wrong_label is one no critic rule targets: reported apart from the targeted kinds
+    assert m["critic_untargeted_graded"] == m["critic_kind_wrong_label_graded"]
+    targeted = [k for k in stored if k in ("distractor_click", "premature_stop", "one_field_short")]
+    assert m["critic_targeted_graded"] == sum(m[f"critic_kind_{k}_graded"] for k in targeted)

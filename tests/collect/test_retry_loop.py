@@ -147,3 +147,25 @@ def test_collection_metrics_yield_detours_and_gold() -> None:
     assert metrics["detour_fraction"] == 0.25  # 1 of 4 successful attempts
     assert metrics["kept_steps_over_gold"] == 1.0
     assert metrics["failure_fraction"] == round(3 / 7, 4)
+
+
+def test_error_kinds_are_rates_per_kind_and_a_list_gives_equal_shares() -> None:
+    import pytest
+
+    from rmsweb.spec import ExpertTeacher
+
+    listed = ExpertTeacher.model_validate({"error_kinds": ["wrong_label", "literal_value"]})
+    assert listed.error_kinds == {"wrong_label": 1.0, "literal_value": 1.0}
+    rated = ExpertTeacher.model_validate({"error_kinds": {"wrong_label": 3, "premature_stop": 0}})
+    assert rated.error_kinds == {"wrong_label": 3.0, "premature_stop": 0.0}
+    with pytest.raises(ValueError):
+        ExpertTeacher.model_validate({"error_kinds": {"wrong_label": 0}})
+    with pytest.raises(ValueError):
+        ExpertTeacher.model_validate({"error_kinds": {"typo": 1}})
+    # the rates are the kinds' shares of error_rate: a 0-rate kind is never drawn
+    m = MistakenExpert({}, 1.0, 0.0, {"wrong_label": 3, "premature_stop": 0}, ["scroll"])
+    kinds = {m.plan("t", s, 0).error_kind for s in range(200)}
+    assert kinds == {"wrong_label"}
+    m = MistakenExpert({}, 1.0, 0.0, {"wrong_label": 3, "literal_value": 1}, ["scroll"])
+    drawn = [m.plan("t", s, 0).error_kind for s in range(2000)]
+    assert 0.7 < drawn.count("wrong_label") / len(drawn) < 0.8

@@ -162,7 +162,10 @@ def test_sky_files_shape(repo_root: Path) -> None:
     assert task["envs"]["RMSWEB_BUCKET_PREFIX"] is None
     # Python >= 3.11 whatever the image ships; the spec's DVC remote on every node.
     assert "uv venv --allow-existing --python 3.11" in task["setup"]
-    assert "uv pip install -e '.[gpu,cloud]'" in task["setup"]
+    # The CUDA stack pinned (vLLM fixes torch/transformers): the file ships in the workdir.
+    assert "uv pip install -c constraints-gpu.txt -e '.[gpu,cloud]'" in task["setup"]
+    pins = (Path(__file__).parents[2] / "constraints-gpu.txt").read_text()
+    assert all(f"\n{p}==" in pins for p in ("vllm", "torch", "transformers", "peft"))
     assert 'cloud "s3://${RMSWEB_BUCKET_PREFIX}-rmsweb-dvc"' in task["setup"]
     # Stage by stage, each pulled (restored) before and pushed after; vLLM only around
     # the stages that call it: the teacher in collect (the judge, o4-mini, is hosted;

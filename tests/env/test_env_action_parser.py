@@ -79,3 +79,47 @@ def test_parse_errors_have_reasons(text: str, reason: str) -> None:
 def test_split_thought() -> None:
     assert split_thought("Thought: find it\nAction: click(3)") == ("find it", " click(3)")
     assert split_thought("click(3)") == (None, "click(3)")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Action: click(1)\nAction: click(2)",
+        'Thought: two steps.\nAction: click(1)\nAction: fill(2, "x")',
+        "click(1)\nclick(2)",
+        "click(1); click(2)",
+        "click(1), click(2)",
+        "click(1) and click(2)",
+        'click(1) then press("Enter")',
+        "click(1) && click(2)",
+        "```\nclick(1)\nclick(2)\n```",
+        "- click(1)\n- click(2)",
+        "Action: click(1)\nLater I may need this.\nAction: stop()",
+        'fill(3, "a") fill(4, "b")',
+        "click(1)\n\n`go_back()`",
+    ],
+)
+def test_more_than_one_action_is_a_parse_error(text: str) -> None:
+    """Neither the first nor the last one runs: a step is one action (see parse_action)."""
+    result = parse_action(text)
+    assert isinstance(result, ParseError), (text, result)
+    assert "more than one action" in result.reason
+    assert result.reason.endswith("reply with exactly one action per step")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a call inside prose is not a second action
+        ("click(4) instead of click(5)", Action("click", target="4")),
+        ("Thought: click(2) or click(3)?\nAction: click(3)", Action("click", target="3")),
+        ("Thought: the next action: is unclear\nAction: click(3)", Action("click", target="3")),
+        ('fill(3, "click(4); click(5)")', Action("fill", target="3", text="click(4); click(5)")),
+        (
+            "click(4)\nThis should submit the form, unlike click(5) would.",
+            Action("click", target="4"),
+        ),
+    ],
+)
+def test_a_single_action_beside_prose_that_mentions_others_parses(text: str, expected) -> None:
+    assert parse_action(text) == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -157,7 +158,11 @@ def test_link_out_of_the_site_is_blocked(loop, pool, site) -> None:
         await s.observe()
         await s.page.evaluate("() => { document.querySelector('a').href = 'http://example.com/'; }")
         err = await s.execute(parse_action("click(3)"))  # type: ignore[arg-type]
-        await asyncio.sleep(0.3)  # the refusal arrives as an event
+        # the refusal arrives as an event: poll for it, with a deadline (no fixed sleep)
+        deadline = time.monotonic() + 20.0
+        while not any(r.navigation for r in s.guard.refusals):  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the guard did not refuse the link in 20 s"
+            await asyncio.sleep(0.05)
         return err, await s.observe()
 
     err, obs = loop.run_until_complete(go())

@@ -51,7 +51,13 @@ def rec(task: str, seed: int, attempt: int, ok: bool, n: int, gold: int | None, 
     return EpisodeRecord(ep, steps)
 
 
-def reflect(r: EpisodeRecord, named: list[int], bad: list[int] | None, tokens: int = 0):
+def reflect(
+    r: EpisodeRecord,
+    named: list[int],
+    bad: list[int] | None,
+    tokens: int = 0,
+    kind: str | None = None,
+):
     r.reflections.append(
         ReflectionRow(
             r.episode.episode_id,
@@ -62,6 +68,8 @@ def reflect(r: EpisodeRecord, named: list[int], bad: list[int] | None, tokens: i
             0,
             named_steps=named,
             oracle_bad_steps=bad,
+            mistake_kind=kind,
+            mistake_step=bad[0] if kind and bad else None,
         )
     )
     return r
@@ -78,12 +86,13 @@ def arm(root: Path, name: str, records: list[EpisodeRecord]) -> Path:
 @pytest.fixture
 def runs(tmp_path: Path) -> dict[str, Path]:
     reflect_arm = [
-        reflect(rec("a", 0, 0, False, 2, None, 5), [1], [1], tokens=7),  # right first error
+        # right first error
+        reflect(rec("a", 0, 0, False, 2, None, 5), [1], [1], tokens=7, kind="literal_value"),
         rec("a", 0, 1, True, 2, 2),
         reflect(rec("a", 1, 0, True, 4, 2), [1, 2], [2, 3]),  # detour: 1 of 2 named is bad
         rec("a", 1, 1, True, 2, 2),
-        reflect(rec("b", 0, 0, False, 1, None), [0], [0]),
-        reflect(rec("b", 0, 1, False, 3, None), [2], [0]),  # names the wrong step
+        reflect(rec("b", 0, 0, False, 1, None), [0], [0], kind="distractor_click"),
+        reflect(rec("b", 0, 1, False, 3, None), [2], [0], kind="literal_value"),  # wrong step
         rec("b", 0, 2, True, 1, 1),
         reflect(rec("b", 1, 0, False, 1, None), [], [0]),  # names no step
         rec("b", 1, 1, False, 1, None),
@@ -139,3 +148,46 @@ def test_retry_study_matches_collect_metrics(runs: dict[str, Path]) -> None:
     assert m["retry_matched/x/yield_0"] == pytest.approx(0.5)
     assert m["retry_matched/x/yield_1"] == pytest.approx(1.0)
     assert m["retry_matched/x-none/yield_0"] == pytest.approx(0.5)
+
+
+def test_critic_per_kind_matches_collect_metrics_untargeted_apart(runs) -> None:
+    rep = build_report(runs, title="t")
+    md = to_markdown(rep.document)
+    assert "Mistake kind" in md and "all untargeted" in md
+    m = rep.metrics
+    expected, _ = collection_metrics(read_records(runs["collect"]), 3)
+    for kind in ("literal_value", "distractor_click"):
+        for score in ("precision", "recall"):
+            got = m[f"critic_kind/{kind}/first_error_{score}"]
+            assert got == pytest.approx(expected[f"critic_kind_{kind}_first_error_{score}"])
+    # literal_value (no rule targets it): 1 of 2 named rightly; distractor_click: 1 of 1
+    assert m["critic_kind/literal_value/first_error_precision"] == pytest.approx(1 / 2)
+    assert m["critic_kind/all_untargeted/first_error_recall"] == pytest.approx(1 / 2)
+    assert m["critic_kind/all_targeted/first_error_precision"] == pytest.approx(1.0)
+    assert expected["critic_untargeted_first_error_precision"] == pytest.approx(1 / 2)
+    # the failure without a teacher's mistake (names no step) is its own row
+    assert m["critic_kind/none/first_error_recall"] == pytest.approx(0.0)
+
+
+def test_reflect_vs_blind_per_persistence_and_adherence() -> None:
+    from rmsweb.report.retry_study import sweep_rows
+
+    def arm(run: str, units: int, last: float) -> dict:
+        return {"run": run, "units": units, "yields": [0.5, last]}
+
+    arms = [arm("r08", 10, 0.9), arm("r08a0", 10, 0.7), arm("b08", 10, 0.7)]
+    arms += [arm("r1", 10, 0.8), arm("b1", 10, 0.5), arm("r0", 10, 0.95)]
+    settings = {
+        "r08": {"retry": "reflect", "teacher_persistence": 0.8, "teacher_adherence": 0.9},
+        "r08a0": {"retry": "reflect", "teacher_persistence": 0.8, "teacher_adherence": 0.0},
+        "b08": {"retry": "blind", "teacher_persistence": 0.8, "teacher_adherence": 0.9},
+        "r1": {"retry": "reflect", "teacher_persistence": 1.0, "teacher_adherence": 0.9},
+        "b1": {"retry": "blind", "teacher_persistence": 1.0, "teacher_adherence": 0.9},
+        "r0": {"retry": "reflect", "teacher_persistence": 0.0, "teacher_adherence": 0.9},
+    }
+    rows = {(r["persistence"], r["adherence"]): r for r in sweep_rows(arms, settings)}
+    assert set(rows) == {(0.0, 0.9), (0.8, 0.0), (0.8, 0.9), (1.0, 0.9)}
+    assert rows[(0.8, 0.9)]["blind"] == "b08" and rows[(0.8, 0.9)]["gain"] == pytest.approx(0.2)
+    assert rows[(0.8, 0.0)]["gain"] == pytest.approx(0.0)  # adherence 0: reflect is blind
+    assert rows[(1.0, 0.9)]["gain"] == pytest.approx(0.3)
+    assert rows[(0.0, 0.9)]["blind"] is None and rows[(0.0, 0.9)]["gain"] is None

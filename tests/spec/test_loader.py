@@ -37,6 +37,7 @@ def test_experiment_files_start_with_schema_and_run_command(repo_root: Path) -> 
 
 
 def test_extends_deep_merges_and_lists_replace(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")  # a project: sub/ may extend ../base.yaml
     write(
         tmp_path,
         "base.yaml",
@@ -240,3 +241,55 @@ def test_a_long_extends_chain_is_an_error_not_a_recursion_error(tmp_path: Path) 
     assert load_experiment(tmp_path / "s10.yaml").name == "s10"
     with pytest.raises(SpecErrors, match="extends chain is longer than 16"):
         load_experiment(tmp_path / "s39.yaml")
+
+
+def test_extends_stays_inside_the_project_and_errors_name_the_spec_line(tmp_path: Path) -> None:
+    """`extends:` reads only files of the spec's repository (or its folder outside one):
+    an absolute path, a `..` chain or a symbolic link out of it is refused at the
+    spec's own `extends` line, and never read."""
+    project = tmp_path / "project"
+    (project / "experiments").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("")
+    outside = write(tmp_path, "outside.yaml", "name: outside\nsft: {batch_size: 4}\n")
+    (project / "experiments" / "link.yaml").symlink_to(outside)
+    cases = {
+        "abs.yaml": (f"extends: {outside}\n", "is an absolute path"),
+        "home.yaml": ("extends: ~/x.yaml\n", "is an absolute path"),
+        "up.yaml": ("extends: ../../outside.yaml\n", "leads outside the project"),
+        "etc.yaml": ("extends: " + "../" * 30 + "etc/passwd\n", "leads outside the project"),
+        "via_link.yaml": ("extends: link.yaml\n", "leads outside the project"),
+    }
+    for name, (text, message) in cases.items():
+        spec = write(project / "experiments", name, "# a comment\n" + text + "name: x\n")
+        with pytest.raises(SpecErrors) as info:
+            load_experiment(spec)
+        (error,) = info.value.errors
+        assert (error.pos.file, error.pos.line, error.key) == (str(spec), 2, "extends"), name
+        assert message in error.message, (name, error.message)
+    # inside the project, also from a subfolder and by a link that stays inside: fine
+    write(project, "base.yaml", "name: base\nsft: {batch_size: 4}\n")
+    (project / "experiments" / "inner.yaml").symlink_to(project / "base.yaml")
+    for text in ("extends: ../base.yaml\n", "extends: inner.yaml\n"):
+        spec = write(project / "experiments", "ok.yaml", text + "name: ok\n")
+        assert load_experiment(spec).sft.batch_size == 4
+
+
+def test_errors_reading_a_parent_name_the_extends_line(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    write(tmp_path, "broken.yaml", "name: broken\nsft: [unclosed\n")
+    write(tmp_path, "empty.yaml", "# nothing\n")
+    write(tmp_path, "mid.yaml", "extends: broken.yaml\nname: mid\n")
+    for parent, where in (("broken.yaml", "broken.yaml"), ("empty.yaml", "empty.yaml")):
+        child = write(tmp_path, "child.yaml", f"name: child\nextends: {parent}\n")
+        with pytest.raises(SpecErrors) as info:
+            load_experiment(child)
+        for error in info.value.errors:
+            assert error.pos.file.endswith(where)  # the parent's own line ...
+            assert error.message.endswith(f"(in the spec extended at {child}:2:1)")  # ... and ours
+    child = write(tmp_path, "child.yaml", "extends: mid.yaml\nname: child\n")
+    with pytest.raises(SpecErrors) as info:
+        load_experiment(child)
+    assert str(info.value).endswith(
+        f"(in the spec extended at {tmp_path / 'mid.yaml'}:1:1)"
+        f" (in the spec extended at {child}:1:1)"
+    )

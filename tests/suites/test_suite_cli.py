@@ -13,6 +13,7 @@ from rmsweb.rollout.build import build_runner
 from rmsweb.spec import ExperimentSpec
 from rmsweb.suites.factory import build_suite
 from rmsweb.suites.live import LiveSuite
+from rmsweb.suites.miniwob_experts import EXPERTS
 
 
 def run(*args: str) -> str:
@@ -24,7 +25,7 @@ def run(*args: str) -> str:
 def test_suite_list_counts_every_suite() -> None:
     out = run("suite", "list")
     rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("│")}
-    assert re.search(r"offline\s*│\s*130\s*│\s*23\s", rows["miniwob"])
+    assert re.search(rf"offline\s*│\s*130\s*│\s*{len(EXPERTS)}\s", rows["miniwob"])
     assert re.search(r"live\s*│\s*595\s.*webvoyager judge.*15 sites", rows["webvoyager"])
     assert re.search(r"live\s*│\s*300\s.*webjudge judge.*3 levels", rows["online_mind2web"])
     assert re.search(r"live\s*│\s*609\s.*webtailbench judge.*11 categories", rows["webtailbench"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rmsweb.agents.prompt import PromptConfig, build_messages
+from rmsweb.agents.prompt import PromptConfig
 from rmsweb.env.types import HistoryItem
 from rmsweb.errors import UserError
 from rmsweb.store.rows import ElementBoxRow, MinedStateRow
@@ -92,9 +92,17 @@ def test_group_stats_use_the_advantage_std() -> None:
     assert (stats.mean, stats.std, stats.frac_correct) == (-0.5, 1.0, 0.25)
 
 
-def test_mined_row_rebuilds_the_policys_prompt() -> None:
-    """The prompt from a mined row equals the one HFPolicy.render builds at that step."""
-    cfg = PromptConfig(history_steps=2, system="compact", max_prompt_tokens=256)
+@pytest.mark.parametrize("budget", [256, 160])  # 160: cut (194 tokens by this tokenizer)
+def test_mined_row_rebuilds_the_policys_prompt(tiny_tokenizer, budget: int) -> None:
+    """The RL prompt of a mined row is, token for token, the text HFPolicy.render built
+    for the policy at that step (same chat template, same truncation by the same
+    tokenizer), not merely the output of the function both call."""
+    from rmsweb.agents.hf_policy import HFPolicy
+    from rmsweb.env.types import ActRequest, Observation
+    from rmsweb.models.load import LoadedModel
+    from rmsweb.train.salvage_ds.batch import encode_prompt
+
+    cfg = PromptConfig(history_steps=2, system="compact", max_prompt_tokens=budget)
     history = [
         HistoryItem("Action: click(2)", "click(2)", None),
         HistoryItem("oops", None, None),
@@ -115,9 +123,24 @@ def test_mined_row_rebuilds_the_policys_prompt() -> None:
         task_id="click-button",
         instruction="Click submit.",
     )
-    state = state_from_row(row, cfg)
-    assert state.messages == build_messages("Click submit.", obs, history, cfg)
-    assert 'fill(3, "x") -> error: element 3 is not editable' in state.messages[-1]["content"]
+    tok = tiny_tokenizer
+    policy = HFPolicy(LoadedModel(None, tok, tok, False), cfg)
+    request = ActRequest(
+        "click-button",
+        "Click submit.",
+        Observation(url="http://127.0.0.1/", title="t", text=obs),
+        history=list(history),
+        step=3,
+    )
+    rendered, image = policy.render(request)
+    state = state_from_row(row, cfg, policy.count_tokens)
+    encoded = encode_prompt(tok, tok, False, state.messages, state.image)
+    assert tok.decode(encoded.input_ids) == rendered and image is None and state.image is None
+    assert encoded.input_ids.tolist() == tok(rendered, add_special_tokens=False)["input_ids"]
+    if budget == 256:
+        assert 'fill(3, "x") -> error: element 3 is not editable' in rendered
+    else:  # cut by the tokenizer's count: the older step and the page lines went
+        assert "(unparseable output)" not in rendered and "lines omitted" in rendered
     assert state.references == ["click(4)"] and state.weight == 2.0
     with pytest.raises(UserError, match="does not parse"):
         state_from_row(MinedStateRow("s", "e", 0, obs, None, [], ["tap(4)"], None, None, 1.0), cfg)

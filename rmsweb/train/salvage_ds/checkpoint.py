@@ -5,16 +5,29 @@ and trainer_state.pt: the optimizer state, the RNG states and the run's logs so 
 (curve rows and rl_groups rows, so the tables are rebuilt whole at the end, with no
 duplicate rows from steps a killed run had logged after its last checkpoint).
 
-A checkpoint is written to a temp folder and renamed, so a kill mid-save leaves the
-previous one as the last complete checkpoint; all but the last two are deleted.
+A checkpoint is written to a local temp folder (off the work dir, which may be a bucket
+mount: object-store mounts refuse directory renames) and its files copied into
+checkpoint-<step>/, with an empty COMPLETE file copied last. Only folders holding
+COMPLETE count, so a kill mid-copy leaves the previous one as the last complete
+checkpoint; all but the last two are deleted. No rename happens inside work_dir.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
+
+COMPLETE = "COMPLETE"  # copied last: a folder without it is an interrupted save
+FILES = ("trainable.safetensors", "trainer_state.pt")
+
+
+def local_tmp_root() -> Path:
+    """Where checkpoints are staged: $RMSWEB_LOCAL_TMP, else the system temp dir."""
+    return Path(os.environ.get("RMSWEB_LOCAL_TMP") or tempfile.gettempdir())
 
 
 def checkpoints(work_dir: Path) -> list[Path]:
@@ -24,7 +37,7 @@ def checkpoints(work_dir: Path) -> list[Path]:
     found = [
         p
         for p in work_dir.glob("checkpoint-*")
-        if p.is_dir() and p.name.split("-")[-1].isdigit() and (p / "trainer_state.pt").is_file()
+        if p.is_dir() and p.name.split("-")[-1].isdigit() and (p / COMPLETE).is_file()
     ]
     return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
 
@@ -36,25 +49,29 @@ def save_checkpoint(
     from safetensors.torch import save_file
 
     final = work_dir / f"checkpoint-{step}"
-    tmp = work_dir / f".tmp-checkpoint-{step}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    weights = {
-        n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad
-    }
-    save_file(weights, str(tmp / "trainable.safetensors"))
-    state = {
-        "step": step,
-        "optimizer": optimizer.state_dict(),
-        "rng_torch": torch.get_rng_state(),
-        "rng_python": random.getstate(),
-        "logs": logs,
-    }
-    if torch.cuda.is_available():
-        state["rng_cuda"] = torch.cuda.get_rng_state_all()
-    torch.save(state, tmp / "trainer_state.pt")
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
+    root = local_tmp_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"rmsweb-checkpoint-{step}-", dir=root) as staged:
+        tmp = Path(staged)
+        weights = {
+            n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad
+        }
+        save_file(weights, str(tmp / FILES[0]))
+        state = {
+            "step": step,
+            "optimizer": optimizer.state_dict(),
+            "rng_torch": torch.get_rng_state(),
+            "rng_python": random.getstate(),
+            "logs": logs,
+        }
+        if torch.cuda.is_available():
+            state["rng_cuda"] = torch.cuda.get_rng_state_all()
+        torch.save(state, tmp / FILES[1])
+        (tmp / COMPLETE).write_bytes(b"")
+        shutil.rmtree(final, ignore_errors=True)
+        final.mkdir(parents=True)
+        for name in (*FILES, COMPLETE):  # COMPLETE last: the folder counts from then on
+            shutil.copyfile(tmp / name, final / name)
     for old in checkpoints(work_dir)[:-2]:
         shutil.rmtree(old, ignore_errors=True)
     return final

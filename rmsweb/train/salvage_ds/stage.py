@@ -64,6 +64,7 @@ def hyper_from_spec(rl: Any, model: Any, seed: int) -> RLHyper:
         save_steps=rl.save_steps,
         max_new_tokens=model.prompt.max_new_tokens,
         micro_batch_size=rl.micro_batch_size,
+        gradient_checkpointing=rl.gradient_checkpointing,
         reward_sign=-1.0 if rl.reward.invert else 1.0,
         adam_beta1=rl.adam_beta1,
         adam_beta2=rl.adam_beta2,
@@ -162,11 +163,13 @@ def main(io: StageIO) -> None:
     from rmsweb.agents.build import prompt_config
     from rmsweb.models.load import load_model
     from rmsweb.store.reader import read_rows
+    from rmsweb.train.salvage_ds import ranks
     from rmsweb.train.salvage_ds.states import state_from_row
 
     spec = io.spec
     rl, m = spec.rl, spec.model
     torch.set_num_threads(rl.torch_threads or os.cpu_count() or 1)
+    ranks.init_from_env()  # under torchrun: gradients summed over the ranks (ranks.py)
     mine_dir = io.input("mine")
     sft_model = io.input("sft") / "model"
     loaded = load_model(
@@ -212,6 +215,8 @@ def main(io: StageIO) -> None:
     result = trainer.train()
     if live is not None:
         live.end()
+    if not ranks.is_writer():  # rank 0 writes the stage's outputs
+        return
     final = io.out / "model"
     trainer.final_model().save_pretrained(final)
     loaded.processor.save_pretrained(final)

@@ -43,7 +43,8 @@ TRL's GRPOTrainer._compute_loss).
 Determinism and resume: every random draw is seeded from (seed, step, round), and a
 checkpoint (every save_steps) holds the trainable weights, optimizer, RNG
 states and the logs so far; a run killed at any point resumes from the last checkpoint
-and reproduces the same following losses.
+and reproduces the same following losses. Under torchrun each rank backpropagates its
+share of the sequences and the gradients are summed (ranks.py); rank 0 writes.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from rmsweb.env.actions import format_action
+from rmsweb.train.salvage_ds import ranks
 from rmsweb.train.salvage_ds.batch import (
     EncodedPrompt,
     anchor_completion,
@@ -70,6 +72,7 @@ from rmsweb.train.salvage_ds.batch import (
 from rmsweb.train.salvage_ds.checkpoint import load_checkpoint, save_checkpoint
 from rmsweb.train.salvage_ds.gate import REASONS, GateDecision, GroupStats, gate, group_stats
 from rmsweb.train.salvage_ds.kl_probe import probe_policy
+from rmsweb.train.salvage_ds.memory import update_checkpointing
 from rmsweb.train.salvage_ds.optim import adamw, freeze_embeddings, trainable
 from rmsweb.train.salvage_ds.reward import Scored, invert, parse_references, score
 from rmsweb.train.salvage_ds.seeds import derived_seed
@@ -127,6 +130,7 @@ class RLHyper:
     save_steps: int = 50
     max_new_tokens: int = 48
     micro_batch_size: int | None = None  # sequences per forward/generate (None: all at once)
+    gradient_checkpointing: bool = False  # in the update only (memory.py)
     reward_sign: float = 1.0  # -1: the canary, every reward inverted
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
@@ -461,8 +465,10 @@ class SalvageDSTrainer:
         count), computed in micro-batches of `micro_batch_size` sequences.
         """
         self.model.train()
-        pg = self._pg_backward(pg_groups)
-        anchor = self._anchor_backward(anchor_groups)
+        with update_checkpointing(self.model, self.h.gradient_checkpointing):
+            pg = self._pg_backward(pg_groups)
+            anchor = self._anchor_backward(anchor_groups)
+        ranks.sum_gradients(self.params)  # each rank did its share: the sum is the step's
         weight = self.h.algorithm.anchor_weight
         nan = math.nan
         return StepLosses(
@@ -495,9 +501,11 @@ class SalvageDSTrainer:
         advantages = group_advantages(rewards).reshape(-1).to(self._device())
         loss_sum = torch.zeros(len(groups))
         token_sum = torch.zeros(len(groups))
-        chunk = h.micro_batch_size or len(seqs)
-        for start in range(0, len(seqs), chunk):
-            part = seqs[start : start + chunk]
+        mine = ranks.share(len(seqs))  # this rank's sequences (all of them with one rank)
+        chunk = h.micro_batch_size or len(mine) or 1
+        for start in range(0, len(mine), chunk):
+            ids = mine[start : start + chunk]
+            part = [seqs[i] for i in ids]
             batch = self.collate(
                 [groups[gi].prompt for gi, _ in part],
                 [c for _, c in part],
@@ -507,7 +515,7 @@ class SalvageDSTrainer:
             loss, stats = clipped_surrogate(
                 logps,
                 logps.detach(),  # on-policy: one update per generated batch
-                advantages[start : start + len(part)],
+                advantages[ids],
                 batch["loss_mask"],
                 epsilon=h.epsilon,
                 epsilon_high=h.epsilon_high,
@@ -522,6 +530,8 @@ class SalvageDSTrainer:
             index = torch.tensor([gi for gi, _ in part])
             loss_sum.index_add_(0, index, stats.per_sequence_loss.cpu())
             token_sum.index_add_(0, index, stats.per_sequence_tokens.cpu())
+        ranks.sum_([loss_sum, token_sum])
+        ranks.sum_entries(out, "loss", "kl_sum", "clipped")
         out["per_group"] = {
             gi: float(loss_sum[gi] / token_sum[gi].clamp(min=1)) for gi in range(len(groups))
         }
@@ -538,9 +548,10 @@ class SalvageDSTrainer:
         if not out["tokens"] or weight <= 0:
             out["tokens"] = 0.0
             return out
-        chunk = self.h.micro_batch_size or len(anchored)
-        for start in range(0, len(anchored), chunk):
-            part = anchored[start : start + chunk]
+        shared = [anchored[i] for i in ranks.share(len(anchored))]  # this rank's share
+        chunk = self.h.micro_batch_size or len(shared) or 1
+        for start in range(0, len(shared), chunk):
+            part = shared[start : start + chunk]
             batch = self.collate(
                 [g.prompt for _, g in part],
                 [g.anchor_ids or [] for _, g in part],
@@ -554,6 +565,8 @@ class SalvageDSTrainer:
             for k, (i, _) in enumerate(part):
                 n = max(float(stats.per_sequence_tokens[k]), 1.0)
                 out["per_group"][i] = float(stats.per_sequence_nll[k]) / n
+        ranks.sum_entries(out, "loss")
+        out["per_group"] = ranks.merge(out["per_group"])
         return out
 
     def _logps(self, model: Any, batch: dict[str, Any], temperature: float | None = None) -> Any:
@@ -706,8 +719,10 @@ class SalvageDSTrainer:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def save_checkpoint(self) -> Path:
-        """checkpoint-<step> in work_dir (see checkpoint.py)."""
+    def save_checkpoint(self) -> Path | None:
+        """checkpoint-<step> in work_dir (see checkpoint.py); rank 0 only."""
+        if not ranks.is_writer():
+            return None
         logs = {
             "curve": self.curve,
             "groups": self.group_log,

@@ -2,7 +2,9 @@
 
 The kept attempt is the shortest success (what the reflection loop keeps); each of
 its steps becomes prompt = the chat the policy will see (rmsweb.agents.prompt, no
-reflections) and completion = optional thought + the canonical action.
+reflections) and completion = optional thought + the canonical action. With
+`prompt.screenshot` on, a step that has a screenshot carries its PNG and its prompt
+the image slot, as the policy sees it at eval (rmsweb.agents.hf_policy.render).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class Sample:
     step: int
     messages: list[dict]
     completion: str
+    screenshot: str | None = None  # sha256 of the step's screenshot, when the prompt shows it
+    screenshot_png: bytes | None = None
 
 
 def kept_records(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
@@ -48,12 +52,19 @@ def build_samples(
     samples: list[Sample] = []
     for rec in kept_records(records):
         ep = rec.episode
+        shots = {s.sha256: s.png for s in rec.screenshots}
         history: list[HistoryItem] = []
         for st in sorted(rec.steps, key=lambda s: s.step):
             action_text = format_action(Action.from_row(st.action)) if st.action else None
             if st.parse_ok and action_text is not None:
+                png = shots.get(st.screenshot) if prompt.screenshot and st.screenshot else None
                 messages = build_messages(
-                    ep.instruction, st.obs_text, history, prompt, count_tokens
+                    ep.instruction,
+                    st.obs_text,
+                    history,
+                    prompt,
+                    count_tokens,
+                    with_image=png is not None,
                 )
                 thought = split_thought(st.output_text) if prompt.thoughts else None
                 samples.append(
@@ -63,6 +74,8 @@ def build_samples(
                         st.step,
                         messages,
                         completion_text(action_text, thought),
+                        st.screenshot if png is not None else None,
+                        png,
                     )
                 )
             history.append(HistoryItem(st.output_text, action_text, st.env_error))
@@ -80,6 +93,7 @@ def write_samples(path: Path, samples: Iterable[Sample]) -> None:
                         "step": s.step,
                         "prompt": s.messages,
                         "completion": s.completion,
+                        "screenshot": s.screenshot,
                     }
                 )
                 + "\n"

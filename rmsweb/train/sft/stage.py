@@ -93,9 +93,19 @@ def main(io: StageIO) -> None:
     # curves while it trains (rank 0 only)
     live = [sft_callback(io.plot_path("dvclive"), resume=True)] if rank_zero() else []
     model, history = train_sft(
-        loaded.model, loaded.tokenizer, samples, hyper, work_dir, lora, callbacks=live
+        loaded.model,
+        loaded.tokenizer,
+        samples,
+        hyper,
+        work_dir,
+        lora,
+        # VL models train on the screenshots the policy is shown (prompt.screenshot).
+        processor=loaded.processor if loaded.is_vl else None,
+        callbacks=live,
     )
     wall = time.time() - start
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun: the Trainer synced the
+        return  # gradients (DDP); rank 0 writes the model and the metrics
     final = io.out / "model"
     if lora:
         model = model.merge_and_unload()  # a plain model folder: every backend loads it
@@ -110,6 +120,7 @@ def main(io: StageIO) -> None:
     io.write_metrics(
         {
             "samples": len(samples),
+            "samples_with_screenshot": sum(x.screenshot is not None for x in samples),
             "episodes": len({(x.task_id, x.seed) for x in samples}),
             "steps": s.max_steps,
             "loss_first": first,

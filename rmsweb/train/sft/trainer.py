@@ -1,6 +1,8 @@
 """Step-level SFT with TRL's SFTTrainer: loss on the completion tokens only.
 
-A full fine-tune for tiny models, LoRA (PEFT) when asked. Checkpoints every
+A full fine-tune for tiny models, LoRA (PEFT) when asked. Samples with a screenshot
+go in with an `images` column and the trainer gets the VL processor (not the bare
+tokenizer), so the image tokens and pixels are those the policy sees at eval. Checkpoints every
 `save_steps` under `work_dir`; a rerun continues from the last whole one (a
 checkpoint cut short by a kill, a full disk or a failed copy is skipped with a
 warning, see `_last_checkpoint`).
@@ -9,6 +11,8 @@ warning, see `_last_checkpoint`).
 from __future__ import annotations
 
 import csv
+import dataclasses
+import io
 import json
 import logging
 import random
@@ -63,6 +67,30 @@ def uses_plain_loss(vocab_size: int, h: SFTHyper) -> bool:
     return h.batch_size * h.max_seq_len * vocab_size * 4 <= PLAIN_LOSS_MAX_LOGIT_BYTES
 
 
+def _checkpointing_field(config_class: Any) -> str:
+    """transformers renamed gradient_checkpointing to activation_checkpointing (5.2x);
+    the GPU pin (constraints-gpu.txt, vLLM's range) may hold the older name."""
+    names = {f.name for f in dataclasses.fields(config_class)}
+    return (
+        "activation_checkpointing"
+        if "activation_checkpointing" in names
+        else ("gradient_checkpointing")
+    )
+
+
+def _row(sample: Sample, with_images: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "prompt": sample.messages,
+        "completion": [{"role": "assistant", "content": sample.completion}],
+    }
+    if with_images:
+        from PIL import Image
+
+        png = sample.screenshot_png
+        row["images"] = [Image.open(io.BytesIO(png)).convert("RGB")] if png else []
+    return row
+
+
 def train_sft(
     model: Any,
     tokenizer: Any,
@@ -71,19 +99,28 @@ def train_sft(
     work_dir: Path,
     lora: dict[str, Any] | None = None,
     plain_loss: bool | None = None,
+    processor: Any = None,
     callbacks: list[Any] | None = None,
 ) -> tuple[Any, list[dict]]:
     """Run SFTTrainer; returns the trained model and the log history.
 
-    `callbacks`: extra transformers TrainerCallbacks (the stage's DVCLive logger).
-
-    `plain_loss`: None decides from the vocabulary size (`uses_plain_loss`); True or
-    False forces the plain causal-LM loss or TRL's fused one (tests compare them).
+    `processor`: a VL model's processor; samples with a screenshot need it (it makes
+    the image tokens and pixel values) and it then replaces the tokenizer as TRL's
+    processing class. `callbacks`: extra transformers TrainerCallbacks (the stage's
+    DVCLive logger). `plain_loss`: None decides from the vocabulary size
+    (`uses_plain_loss`); True or False forces the plain causal-LM loss or TRL's fused
+    one (tests compare them).
     """
     from datasets import Dataset
     from transformers import Trainer
     from trl import SFTConfig, SFTTrainer
 
+    with_images = any(x.screenshot_png is not None for x in samples)
+    if with_images and (processor is None or processor is tokenizer):
+        raise ValueError(
+            "SFT samples carry screenshots but no VL processor was given: pass the "
+            "model's processor (a text-only model cannot train on screenshots)."
+        )
     if plain_loss is None:
         plain_loss = uses_plain_loss(model.config.get_text_config().vocab_size, h)
 
@@ -91,13 +128,7 @@ def train_sft(
     order = list(range(len(samples)))
     rng.shuffle(order)
     n_val = int(len(samples) * h.val_fraction) if len(samples) >= 50 else 0
-    rows = [
-        {
-            "prompt": samples[i].messages,
-            "completion": [{"role": "assistant", "content": samples[i].completion}],
-        }
-        for i in order
-    ]
+    rows = [_row(samples[i], with_images) for i in order]
     train_ds = Dataset.from_list(rows[n_val:])
     eval_ds = Dataset.from_list(rows[:n_val]) if n_val else None
     scheduler, scheduler_kwargs = _scheduler(h)
@@ -124,7 +155,7 @@ def train_sft(
         eval_steps=max(h.logging_steps, h.max_steps // 10) if eval_ds is not None else None,
         bf16=h.precision == "bf16",
         fp16=h.precision == "fp16",
-        activation_checkpointing=h.gradient_checkpointing,
+        **{_checkpointing_field(SFTConfig): h.gradient_checkpointing},
         dataloader_pin_memory=False,  # no accelerator on CPU runs; pinning only warns
         report_to=[],
         seed=h.seed,
@@ -150,7 +181,7 @@ def train_sft(
         args=config,
         train_dataset=train_ds,
         eval_dataset=eval_ds,
-        processing_class=tokenizer,
+        processing_class=processor if with_images else tokenizer,
         peft_config=peft_config,
         callbacks=callbacks,
     )

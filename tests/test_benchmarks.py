@@ -1,0 +1,159 @@
+"""Every script under benchmarks/ runs at a tiny size and prints its result line.
+
+A schema or API change that breaks a benchmark fails here, not months later when
+someone wants its figures. Each run is shrunk to seconds (the comment says how); the
+figures themselves mean nothing at this size, only the line's shape and the run's
+success. benchmarks/rl_efficiency.py is run by tests/train/test_rl_efficiency.py,
+benchmarks/mine_throughput.py by tests/train/test_mine_throughput_bench.py (both need
+the tiny model fixtures there), benchmarks/gpu_step.py by tests/test_gpu_step.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+NUMBER = r"(?:\d+(?:\.\d+)?|nan)"
+
+
+def run(*args: str, timeout: float = 300) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-3000:])
+    return proc.stdout.strip().splitlines()
+
+
+def test_every_benchmark_script_is_run_by_a_test() -> None:
+    """A new script needs its tiny run here (or in the test this docstring names)."""
+    scripts = {p.name for p in BENCH.iterdir() if p.suffix in (".py", ".sh")}
+    tests = (ROOT / "tests").rglob("test_*.py")
+    mentioned = {
+        s
+        for t in tests
+        for s in scripts
+        if f"benchmarks/{s}" in t.read_text() or f'"{s}"' in t.read_text()
+    }
+    assert scripts <= mentioned, sorted(scripts - mentioned)
+
+
+def test_report_scale_runs_and_both_engines_agree() -> None:
+    # --scale 0.001: 1,000 steps over 50 episodes (the real run is 1M, --scale 100 is 100M)
+    lines = run("benchmarks/report_scale.py", "--scale", "0.001", "--repeat", "1")
+    last = re.fullmatch(
+        rf"duckdb_s=({NUMBER}) pandas_s=({NUMBER}) speedup=({NUMBER}) peak_mb=(\d+) "
+        r"pandas_peak_mb=(\d+) agree=(yes|no)",
+        lines[-1],
+    )
+    assert last, lines[-1]
+    assert last.group(6) == "yes", "\n".join(lines)  # the same numbers from both engines
+    assert any(line.startswith("synthesized 1,000 steps") for line in lines)
+
+
+@pytest.mark.browser
+def test_env_throughput_runs_without_browsergym() -> None:
+    # --episodes 1 --contexts 1: one seed per task, one context; BrowserGym (its own
+    # venv, minutes per episode) is skipped
+    lines = run(
+        "benchmarks/env_throughput.py", "--episodes", "1", "--contexts", "1", "--skip-browsergym"
+    )
+    assert re.fullmatch(
+        rf"ratio_vs_browsergym_text=nan ratio_vs_browsergym_screenshot=nan "
+        rf"ratio_vs_raw_text={NUMBER}",
+        lines[-1],
+    ), lines[-1]
+    assert any("100.0% ok" in line for line in lines if line.startswith("rmsweb text"))
+
+
+def test_sft_throughput_tiny() -> None:
+    # --tiny: synthetic samples and a tiny model; 3 steps of 4 samples on one thread
+    lines = run(
+        "benchmarks/sft_throughput.py", "--tiny", "--steps", "3", "--batch-size", "4",
+        "--threads", "1",
+    )  # fmt: skip
+    assert re.fullmatch(
+        rf"sft_samples_per_s={NUMBER} plain_loop_samples_per_s={NUMBER} ratio={NUMBER}",
+        lines[-1],
+    ), lines[-1]
+
+
+def test_raw_plans_cover_the_benchmark_tasks() -> None:
+    """raw_plans.py is a library of env_throughput.py and browsergym_worker.py (run above
+    through env_throughput); here each of its tasks gets a plan from an utterance."""
+    spec = importlib.util.spec_from_file_location("raw_plans", BENCH / "raw_plans.py")
+    assert spec is not None and spec.loader is not None
+    raw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(raw)
+    utterances = {
+        "click-button": 'Click on the "Submit" button.',
+        "click-link": 'Click on the link "home".',
+        "enter-text": 'Enter "Bob" into the text field and press Submit.',
+        "login-user": 'Enter the username "ann" and the password "pw" into the text fields '
+        "and press login.",
+        "click-checkboxes": 'Select "abc", "def" and click Submit.',
+    }
+    assert set(raw.TASKS) == set(utterances)
+    for task in raw.TASKS:
+        plan = raw.raw_plan(task, utterances[task])
+        assert plan and all(kind in ("click", "fill") for kind, _sel, _text in plan), task
+
+
+def test_browsergym_worker_runs_in_browsergym_venv(tmp_path: Path) -> None:
+    """The worker runs in BrowserGym's own venv (env_throughput.py makes it); without
+    BrowserGym here, only that it fails for that reason, naming the module."""
+    if importlib.util.find_spec("browsergym") is not None:  # pragma: no cover - its venv
+        pytest.skip("BrowserGym is installed: env_throughput.py's full run covers the worker")
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"tasks": ["click-button"], "seeds": [0]}))
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "browsergym_worker.py"), str(job)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode != 0 and "No module named 'browsergym'" in proc.stderr
+
+
+@pytest.mark.parametrize("script", ["sft_tune_val.sh", "rl_tune_val.sh"])
+def test_tune_scripts_parse_and_render_their_params(script: str, tmp_path: Path) -> None:
+    """The tuning scripts run DVC stages on the default job's data (an hour): here, bash
+    parses them, and the params they write for their overrides are a valid spec."""
+    path = BENCH / script
+    subprocess.run(["bash", "-n", str(path)], check=True)
+    text = path.read_text()
+    code = re.search(r"python - \"\$d/params.yaml\" \"\$@\" <<'PY'\n(.*?)\nPY\n", text, re.S)
+    assert code, f"{script}: the params.yaml step moved; update this test"
+    out = tmp_path / "params.yaml"
+    override = "sft.max_steps=3000" if script.startswith("sft") else "rl.steps=30"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run(
+        [sys.executable, "-", str(out), override],
+        input=code.group(1),
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    from rmsweb.spec import load_from_params
+
+    name = next(iter(__import__("yaml").safe_load(out.read_text())))
+    spec = load_from_params(out, name)
+    assert spec.sft.max_steps == 3000 if script.startswith("sft") else spec.rl.steps == 30

@@ -1,0 +1,109 @@
+"""`rmsweb plan`: the memory formulas by hand, the paper specs' verdicts, validate's refusal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rmsweb import plan as P
+from rmsweb.cli import app
+from rmsweb.models.flops import Shape
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _dims() -> P.ModelDims:
+    shape = Shape(
+        text_linear=1000, head=100, vision_linear=0, lora=10, layers=2, attn_width=4,
+        vision_layers=0, vision_width=0,
+    )  # fmt: skip
+    return P.ModelDims(shape, params=1300, hidden=4, q=4, kv=2, ffn=8, vocab=25)
+
+
+def test_memory_formulas_by_hand() -> None:
+    d = _dims()
+    # One layer keeps w * (4h + 2q + 2kv + 4f) = 2 * (16 + 8 + 4 + 32) = 120 bytes a token.
+    assert P.activation_bytes_per_token(d, 2, checkpointing=False) == 2 * 120
+    # Checkpointed: each layer's input (2 * 4 = 8 bytes) + one layer recomputed (120).
+    assert P.activation_bytes_per_token(d, 2, checkpointing=True) == 2 * 8 + 120
+    # K and V of 2 layers x kv 2 x 2 bytes.
+    assert P.kv_bytes_per_token(d, 2) == 2 * 2 * 2 * 2
+    # LoRA: fp32 weight + gradient + AdamW m, v = 16 bytes; full: w + w + 2w.
+    assert P.trainable_bytes(d, 2, lora=True) == 160
+    assert P.trainable_bytes(d, 2, lora=False) == 3 * 2 * 1300
+
+
+def test_dims_count_the_8b_model() -> None:
+    from rmsweb.models.flops import TEXT_8B, VISION_8B
+
+    class Lora:
+        enabled, rank, targets = True, 64, ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+    d = P.dims_from_config(TEXT_8B, VISION_8B, Lora())
+    assert 8.6e9 < d.params < 8.9e9  # Qwen3-VL-8B: 8.77 B parameters
+    # 36 layers x 64 x (q 4096+4096, k 4096+1024, v 4096+1024, o 4096+4096)
+    assert d.shape.lora == 36 * 64 * (8192 + 5120 + 5120 + 8192)
+    # KV cache: 2 x 36 layers x 8 heads x 128 x 2 bytes = 144 KiB a token.
+    assert P.kv_bytes_per_token(d, 2) == 147456
+
+
+def _spec(name: str, *overrides: str):
+    from rmsweb.compile import load_specs
+
+    specs, _, errors = load_specs([ROOT / "experiments" / name], list(overrides))
+    assert not errors
+    return specs[0]
+
+
+def test_paper_8b_fits_and_its_sft_numbers_add_up() -> None:
+    spec = _spec("paper-8b.yaml")
+    p = P.plan(spec)
+    assert p.problems == []
+    sft = next(s for s in p.stages if s.stage == "sft")
+    d = P.model_dims(spec)
+    seq = min(spec.sft.max_seq_len, 12000 + (768 // 16) * (1024 // 16) // 4 + 2 + 256)
+    act = spec.sft.batch_size * seq * P.activation_bytes_per_token(d, 2, True)
+    assert sft.peak_bytes == 2 * d.params + 16 * d.shape.lora + act
+    # Time: FLOPs over (8 GPUs x 989.4 TFLOP/s x MFU 0.35); cost: 8 GPUs x hours x price.
+    assert sft.hours == pytest.approx(sft.flops / (8 * 989.4e12 * 0.35) / 3600)
+    assert sft.usd == pytest.approx(sft.hours * 8 * 2.50)
+
+
+def test_unbounded_rl_micro_batch_is_refused_naming_the_field() -> None:
+    p = P.plan(_spec("paper-8b.yaml", "rl.micro_batch_size=null"))
+    assert [(stage, key) for stage, key, _ in p.field_problems] == [("rl", "rl.micro_batch_size")]
+    assert "at most 9 fits" in p.field_problems[0][2]
+    off = P.plan(
+        _spec("paper-8b.yaml", "rl.micro_batch_size=null", "sft.gradient_checkpointing=false")
+    )
+    assert ("sft", "sft.gradient_checkpointing") in [(s, k) for s, k, _ in off.field_problems]
+
+
+def test_paper_32b_needs_sharding_on_h100_and_fits_on_h200() -> None:
+    p = P.plan(_spec("paper-32b.yaml"))
+    assert p.field_problems == []
+    assert {(s, k) for s, k, _ in p.missing_features} == {
+        ("sft", "compute.accelerators"),
+        ("rl", "compute.accelerators"),
+    }
+    assert all("FSDP or DeepSpeed ZeRO-3" in m for _, _, m in p.missing_features)
+    h200 = P.plan(_spec("paper-32b.yaml", "compute.accelerators=H200:8", "rl.micro_batch_size=4"))
+    assert h200.problems == []
+
+
+def test_validate_refuses_a_stage_that_cannot_fit(tmp_path: Path) -> None:
+    spec = tmp_path / "big.yaml"
+    spec.write_text(
+        f"extends: {ROOT / 'experiments' / 'paper-8b.yaml'}\nname: big\nrl:\n  micro_batch_size: 64\n"
+    )
+    result = CliRunner().invoke(app, ["validate", str(spec)])
+    assert result.exit_code == 2
+    assert "rl.micro_batch_size: rl: needs" in result.output
+    planned = CliRunner().invoke(app, ["plan", str(spec)])
+    assert planned.exit_code == 2 and "REFUSED" in planned.output
+    assert (
+        CliRunner().invoke(app, ["plan", str(ROOT / "experiments" / "paper-8b.yaml")]).exit_code
+        == 0
+    )
