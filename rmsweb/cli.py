@@ -89,7 +89,7 @@ def validate(
         specs, sources, errors = load_specs(files, override or [])
         if errors:
             raise SpecErrors(errors)
-        from rmsweb.plan import fit_problems
+        from rmsweb.models.plan import fit_problems
 
         unfit = []
         for spec in specs:  # a GPU stage that cannot fit (`rmsweb plan` shows the numbers)
@@ -124,8 +124,8 @@ def plan(
 ) -> None:
     """Memory per GPU, FLOPs, time and cost of each GPU stage; exit 2 if one cannot fit."""
     from rmsweb.compile import load_specs
-    from rmsweb.plan import plan as make_plan
-    from rmsweb.plan import render
+    from rmsweb.models.plan import plan as make_plan
+    from rmsweb.models.plan import render
 
     def go() -> None:
         specs, _, errors = load_specs([path], override or [])
