@@ -80,7 +80,8 @@ STAGE_LIST: tuple[StageDef, ...] = (
         "rmsweb.train.sft.stage",
         "Supervised fine-tuning on the kept trajectories.",
         ("rmsweb/train/sft", "rmsweb/agents/prompt.py", "rmsweb/models"),
-        plots=(Plot("loss.csv", "step", "loss"),),
+        # dvclive: a folder DVCLive fills while training runs (rmsweb/train/live_log.py)
+        plots=(Plot("loss.csv", "step", "loss"), Plot("dvclive", "step", "train/loss")),
         distributed=True,
     ),
     StageDef(
@@ -95,7 +96,10 @@ STAGE_LIST: tuple[StageDef, ...] = (
         "rmsweb.train.salvage_ds.stage",
         "RL on mined states: grpo, dapo_ds or Salvage-DS.",
         ("rmsweb/train/salvage_ds", "rmsweb/agents/prompt.py", "rmsweb/models"),
-        plots=(Plot("curves.csv", "step", "reward_mean"),),
+        plots=(
+            Plot("curves.csv", "step", "reward_mean"),
+            Plot("dvclive", "step", "rl/reward_mean"),
+        ),
         distributed=True,
     ),
     StageDef(

@@ -255,8 +255,23 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def rl_section(rep: Report, curve: list[dict], reasons: list[dict]) -> Section:
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and math.isfinite(v)
+
+
+def rl_section(
+    rep: Report,
+    curve: list[dict],
+    reasons: list[dict],
+    stages: Mapping[str, pipeline.StageRecord] | None = None,
+    drift: Mapping[str, list[dict]] | None = None,
+) -> Section:
+    """Per RL run: steps, gate outcomes, rewards, losses, the groups that had contrast but
+    the competence bounds alone rejected, and the KL to the SFT policy at the end (from
+    the RL stage's metrics file, `kl_to_sft_final`); `drift` (role -> the stage's curves
+    CSV rows) adds the KL to SFT and the policy's entropy at the probe steps."""
     sec = Section("RL: rewards, gate and losses")
+    kl_of = {r.run: r.metrics.get("kl_to_sft_final") for r in (stages or {}).values()}
     if not curve:
         sec.blocks.append(_absent("RL curves", "rl_groups", "rl"))
         return sec
@@ -278,6 +293,10 @@ def rl_section(rep: Report, curve: list[dict], reasons: list[dict]) -> Section:
             f"{name} {pct(n / groups, 0)}"
             for name, n in sorted(by_reason.items(), key=lambda kv: -kv[1])
         )
+        # too_hard / too_easy: the group had contrast (std >= min_std) and the competence
+        # bounds alone turned it away; all_wrong / all_right / low_std had none.
+        with_contrast = by_reason.get("too_hard", 0) + by_reason.get("too_easy", 0)
+        kl = kl_of.get(run)
         table_rows.append(
             [
                 run,
@@ -289,8 +308,13 @@ def rl_section(rep: Report, curve: list[dict], reasons: list[dict]) -> Section:
                 num(last, 3),
                 num(_mean([r["pg_loss"] for r in rs]), 4),
                 num(_mean([r["anchor_loss"] for r in rs]), 4),
+                str(with_contrast),
+                "—" if kl is None else num(kl, 4),
             ]
         )
+        rep.metrics[_key("rl", run, several, "competence_rejected_with_contrast")] = with_contrast
+        if kl is not None:
+            rep.metrics[_key("rl", run, several, "kl_to_sft_final")] = kl
         rep.metrics[_key("rl", run, several, "steps")] = len(rs)
         rep.metrics[_key("rl", run, several, "accept_rate")] = accepted / groups
         rep.metrics[_key("rl", run, several, "reward_first")] = first
@@ -307,11 +331,33 @@ def rl_section(rep: Report, curve: list[dict], reasons: list[dict]) -> Section:
                 "Reward (last 10%)",
                 "PG loss",
                 "Anchor NLL",
+                "Rejected with contrast",
+                "KL to SFT (end)",
             ],
             table_rows,
-            ["left", "right", "right", "right", "left", "right", "right", "right", "right"],
+            ["left", "right", "right", "right", "left", *["right"] * 6],
         )
     )
+    sec.blocks.append(
+        Para(
+            "Rejected with contrast: groups whose rewards differed (so the policy gradient "
+            "had a signal) that the competence bounds alone turned away. With a +-1 reward "
+            "and G samples, bounds of [1/G, 1 - 1/G] (0.125, 0.875 at G = 8, the defaults) "
+            "reject exactly the groups without contrast: the gate is then GRPO's "
+            "zero-variance filter, and this column is 0. KL to SFT: the exact per-token KL "
+            "of the final policy to the SFT checkpoint on its own samples (rl.kl_probe_states "
+            "states)."
+        )
+    )
+    if drift and any(_finite(r.get("entropy")) for rows in drift.values() for r in rows):
+        sec.blocks.append(
+            Figure(
+                "rl_drift",
+                plots.rl_drift_plot(drift),
+                "KL to the SFT policy and the policy's token entropy at RL's checkpoints "
+                "(exact, on the policy's own samples of rl.kl_probe_states states)",
+            )
+        )
     sec.blocks.append(
         Figure(
             "rl",
@@ -399,6 +445,7 @@ def build_report(
     comparisons: Sequence[tuple[str, str]] = (),
     stages: Mapping[str, pipeline.StageRecord] | None = None,
     loss_curves: Mapping[str, list[dict]] | None = None,
+    rl_curves: Mapping[str, list[dict]] | None = None,
     viewers: Mapping[str, str] | None = None,
 ) -> Report:
     """The report over the given runs (role -> run folder; roles as the stage's --in).
@@ -446,7 +493,9 @@ def build_report(
     doc.sections.append(retry_study.section(rep.metrics, data))
     doc.sections.append(pipeline.sft_section(rep, loss_curves or {}, stages))
     doc.sections.append(mining.mine_section(rep, mined))
-    doc.sections.append(rl_section(rep, data["rl_curve"], data["rl_reasons"]))
+    doc.sections.append(
+        rl_section(rep, data["rl_curve"], data["rl_reasons"], stages, rl_curves or {})
+    )
     doc.sections.append(pipeline.stages_section(rep, stages, data["stage_costs"]))
     doc.sections.append(inputs_section(runs, counts))
     for name in PLOT_FILES:
@@ -478,6 +527,7 @@ def write_report(
     comparisons: Sequence[tuple[str, str]] = (),
     stages: Mapping[str, pipeline.StageRecord] | None = None,
     loss_curves: Mapping[str, list[dict]] | None = None,
+    rl_curves: Mapping[str, list[dict]] | None = None,
     side_by_side: Sequence[tuple[str, str]] = (),
 ) -> Report:
     """Write report.md, report.html, plots/*.png and (optionally) the viewers to `out`:
@@ -494,6 +544,7 @@ def write_report(
         comparisons=comparisons,
         stages=stages,
         loss_curves=loss_curves,
+        rl_curves=rl_curves,
         viewers={run_name(Path(runs[role])): page for role, page in pages.items()},
     )
     out.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,10 @@ Computing is apart from rendering: `mining_data` runs the queries (rows by name)
   mine.temperature on train seeds, so not the eval number), and rollouts per second
   over the run's wall-clock span (first start to last end; a resumed run's pause
   counts in it).
+- Per task, the failure rate of the mining rollouts beside the greedy SFT policy's on
+  val (the eval of the checkpoint that was mined, matched by training seed): a
+  temperature or seed range that mines a different policy from the one evaluated shows
+  as a large gap at once.
 """
 
 from __future__ import annotations
@@ -50,7 +54,45 @@ def mining_data(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict[str, Any]
         GROUP BY run ORDER BY run
         """,
     )
-    return {"states": states, "rollouts": rollouts}
+    per_task = fetch(
+        con,
+        """
+        SELECT run, task_id, count(*) AS episodes,
+               count(*) FILTER (WHERE NOT success) AS failures
+        FROM episodes
+        WHERE stage = 'mine' OR (stage = 'eval' AND split = 'val' AND run LIKE '%/sft/%')
+        GROUP BY ALL ORDER BY run, task_id
+        """,
+    )
+    return {"states": states, "rollouts": rollouts, "per_task": per_task}
+
+
+def _seed_of(run: str) -> str:
+    return run.rsplit("/", 1)[-1]
+
+
+def task_gaps(per_task: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (mine run, task): its rollouts' failure rate and the greedy SFT policy's on val
+    (the sft eval run with the same training seed folder, e.g. s0); val None when absent."""
+    mine = [r for r in per_task if r["run"].startswith("mine/")]
+    val: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in per_task:
+        if r["run"].startswith("eval/"):
+            val.setdefault((_seed_of(r["run"]), r["task_id"]), r)
+    out = []
+    for r in mine:
+        v = val.get((_seed_of(r["run"]), r["task_id"]))
+        out.append(
+            {
+                "run": r["run"],
+                "task_id": r["task_id"],
+                "rollouts": r["episodes"],
+                "mine_failure": r["failures"] / r["episodes"],
+                "val_episodes": v["episodes"] if v else 0,
+                "val_failure": v["failures"] / v["episodes"] if v else None,
+            }
+        )
+    return out
 
 
 def _key(run: str, several: bool, name: str) -> str:
@@ -120,11 +162,56 @@ def mine_section(rep: Any, data: dict[str, list[dict[str, Any]]]) -> Section:
                 ["left", "right", "right", "right", "right"],
             )
         )
+    gaps = task_gaps(data.get("per_task", []))
+    if gaps:
+        sec.blocks.append(_gap_table(gaps, several))
+        sec.blocks.append(
+            Para(
+                "The policy that was mined against the one evaluated: per task, the failure "
+                "rate of the mining rollouts (mine.temperature, the suite's mine seeds) and "
+                "of the greedy SFT policy on val. A large gap means RL trains on another "
+                "policy's mistakes."
+            )
+        )
     sec.blocks.append(
         Figure("failure_modes", mining_plot(states), "Mined states per failure mode and source")
     )
     _record(rep, runs, several, states, rollouts, totals)
+    for g in gaps:
+        key = _key(g["run"], several, f"task/{g['task_id']}")
+        rep.metrics[f"{key}/mine_failure"] = round(g["mine_failure"], 4)
+        if g["val_failure"] is not None:
+            rep.metrics[f"{key}/val_failure"] = round(g["val_failure"], 4)
     return sec
+
+
+def _gap_table(gaps: list[dict[str, Any]], several: bool) -> Table:
+    head = ["Run"] if several else []
+    rows = []
+    for g in gaps:
+        v = g["val_failure"]
+        rows.append(
+            [
+                *([g["run"]] if several else []),
+                g["task_id"],
+                str(g["rollouts"]),
+                pct(g["mine_failure"]),
+                "—" if v is None else pct(v),
+                "—" if v is None else f"{100 * (g['mine_failure'] - v):+.1f}",
+            ]
+        )
+    return Table(
+        [
+            *head,
+            "Task",
+            "Mining rollouts",
+            "Failing (mining)",
+            "Failing (greedy, val)",
+            "Gap (pts)",
+        ],
+        rows,
+        [*(["left"] if several else []), "left", "right", "right", "right", "right"],
+    )
 
 
 def _record(

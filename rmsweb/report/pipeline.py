@@ -26,6 +26,7 @@ from rmsweb.stages import STAGES
 from rmsweb.store.layout import run_name
 
 LOSS_FILE = "loss.csv"  # the sft stage's plot file (rmsweb/stages.py)
+RL_CURVES_FILE = "curves.csv"  # the rl stage's
 
 
 @dataclass
@@ -72,12 +73,26 @@ def read_stage_records(inputs: Mapping[str, Path], metrics_root: Path) -> dict[s
 
 def read_loss_curves(inputs: Mapping[str, Path], metrics_root: Path) -> dict[str, list[dict]]:
     """Role -> the rows (step, loss, learning_rate) of each SFT input's loss CSV."""
+    return read_curves(inputs, metrics_root, "sft", LOSS_FILE)
+
+
+def read_rl_curves(inputs: Mapping[str, Path], metrics_root: Path) -> dict[str, list[dict]]:
+    """Role -> the rows of each RL input's curves CSV (one per step; kl_to_sft and
+    entropy only at the probe steps)."""
+    return read_curves(inputs, metrics_root, "rl", RL_CURVES_FILE)
+
+
+def read_curves(
+    inputs: Mapping[str, Path], metrics_root: Path, kind: str, plot_file: str
+) -> dict[str, list[dict]]:
+    """Role -> the numeric rows of a plot CSV that the `kind` stages write beside their
+    metrics file (empty cells left out)."""
     out: dict[str, list[dict]] = {}
     for role, path in inputs.items():
         file = metrics_file(path, metrics_root)
-        if file is None or not run_name(Path(path)).startswith("sft/"):
+        if file is None or not run_name(Path(path)).startswith(kind + "/"):
             continue
-        file = file.with_suffix("." + LOSS_FILE)
+        file = file.with_suffix("." + plot_file)
         if file.is_file():
             with file.open(encoding="utf-8", newline="") as f:
                 out[role] = [

@@ -230,6 +230,31 @@ def sft_loss_plot(curves: dict[str, list[dict]]) -> bytes:
     return _png(fig)
 
 
+def rl_drift_plot(curves: dict[str, list[dict]]) -> bytes:
+    """Two panels over RL steps, one line per RL run: the KL to SFT and the entropy,
+    at the steps where the stage probed them (its checkpoints and last step)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8.0, 2.8), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, 2)
+    for ax, column, label in zip(
+        axes,
+        ("kl_to_sft", "entropy"),
+        ("KL to SFT (nats / token)", "entropy (nats / token)"),
+        strict=True,
+    ):
+        for role, rows in curves.items():
+            pts = [(r["step"], r[column]) for r in rows if column in r and "step" in r]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="o", markersize=3, label=role)
+        ax.set_xlabel("RL step")
+        ax.set_ylabel(label)
+        _style(ax)
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(fontsize=7)
+    return _png(fig)
+
+
 def stage_time_plot(bars: list[tuple[str, float]]) -> bytes:
     """Minutes per stage (horizontal bars, pipeline order top to bottom)."""
     fig, ax = _figure(6.5, 0.6 + 0.3 * len(bars))

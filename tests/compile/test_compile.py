@@ -119,6 +119,7 @@ def test_stage_wiring(repo_root: Path) -> None:
         "runs/sft/miniwob-cpu/s0",
         {"metrics/sft/miniwob-cpu-s0.json": {"cache": False}},
         {"metrics/sft/miniwob-cpu-s0.loss.csv": {"cache": False}},
+        {"metrics/sft/miniwob-cpu-s0.dvclive": {"cache": False}},  # DVCLive's live curves
     ]
     assert "metrics" not in sft and "plots" not in sft
     assert not any(p.endswith((".seed", ".seeds")) for p in sft["params"])  # --seed, not params
@@ -379,8 +380,8 @@ def test_an_owner_that_changes_keeps_its_stage_and_the_copy_gets_its_own(
     assert CliRunner().invoke(app, ["compile", "--root", str(project)]).exit_code == 0
     spec = project / "experiments" / "miniwob-cpu.yaml"
     text = spec.read_text()
-    assert "\n  max_steps: 1600" in text  # sft.max_steps of the default job
-    spec.write_text(text.replace("\n  max_steps: 1600", "\n  max_steps: 1700", 1))
+    assert "\n  max_steps: 3000" in text  # sft.max_steps of the default job
+    spec.write_text(text.replace("\n  max_steps: 3000", "\n  max_steps: 3100", 1))
     assert CliRunner().invoke(app, ["compile", "--root", str(project)]).exit_code == 0
     after = _stages(project)
     assert after["sft-s0_miniwob-cpu"]["outs"][0] == "runs/sft/miniwob-cpu/s0"

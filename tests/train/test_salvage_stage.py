@@ -151,3 +151,29 @@ def test_continued_sft_and_canary_run_through_the_stage(
             assert values["reward_inverted"] is True
             groups = read_rows(tmp_path / name, "rl_groups")
             assert all(set(g.rewards) == {1.0} for g in groups)  # always wrong, inverted
+
+
+def test_rl_stage_logs_its_curves_with_dvclive_while_it_trains(
+    tiny_text_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """metrics/<kind>/<stem>.dvclive/: one TSV per curve, a row per optimizer step
+    (entropy and the KL to SFT at the probe steps), and no dvc.yaml of its own."""
+    monkeypatch.delenv("RMSWEB_CHECKPOINT_DIR", raising=False)
+    mine, sft = tmp_path / "mine", tmp_path / "sft"
+    _mined(mine)
+    shutil.copytree(tiny_text_dir, sft / "model")
+    rl = {**RL, "kind": "salvage_ds", "kl_probe_states": 2}
+    metrics = tmp_path / "metrics" / "rl" / "demo-s0.json"
+    io = StageIO("rl-test", _spec(rl), {"mine": mine, "sft": sft}, tmp_path / "out", metrics)
+    main(io)
+    live = metrics.with_name("demo-s0.dvclive")
+    curves = live / "plots" / "metrics" / "rl"
+    steps = json.loads(metrics.read_text())["steps"]
+    rewards = (curves / "reward_mean.tsv").read_text().splitlines()
+    assert rewards[0].split("\t") == ["step", "reward_mean"]
+    assert [int(r.split("\t")[0]) for r in rewards[1:]] == list(range(1, steps + 1))
+    entropy = (curves / "entropy.tsv").read_text().splitlines()[1:]
+    assert entropy and all(float(r.split("\t")[1]) > 0 for r in entropy)
+    assert (curves / "kl_to_sft.tsv").is_file()
+    assert json.loads((live / "metrics.json").read_text())["step"] == steps
+    assert not (live / "dvc.yaml").exists()

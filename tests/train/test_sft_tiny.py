@@ -14,6 +14,7 @@ from rmsweb.models.config import TinySize
 from rmsweb.models.tiny import build_text_model
 from rmsweb.models.tokenizer import train_tokenizer
 from rmsweb.store.rows import EpisodeRecord, EpisodeRow, StepRow
+from rmsweb.train.live_log import sft_callback
 from rmsweb.train.sft.samples import Sample, build_samples, kept_records
 from rmsweb.train.sft.trainer import SFTHyper, train_sft, uses_plain_loss
 
@@ -65,9 +66,13 @@ def test_sft_changes_parameters_and_lowers_loss(tmp_path: Path) -> None:
     model = build_text_model(tok, TinySize(hidden_size=32, intermediate_size=64), seed=0)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     hyper = TINY_HYPER
-    trained, history = train_sft(model, tok, samples, hyper, tmp_path / "work")
+    live = sft_callback(tmp_path / "s0.dvclive")  # as the stage logs it (live_log.py)
+    trained, history = train_sft(model, tok, samples, hyper, tmp_path / "work", callbacks=[live])
     losses = [h["loss"] for h in history if "loss" in h]
     assert len(losses) == 4
+    logged = (tmp_path / "s0.dvclive/plots/metrics/train/loss.tsv").read_text().splitlines()
+    assert [float(r.split("\t")[-1]) for r in logged[1:]] == losses  # DVCLive saw each log
+    assert [int(r.split("\t")[0]) for r in logged[1:]] == [10, 20, 30, 40]  # optimizer steps
     assert losses[-1] < losses[0] * 0.7
     changed = sum(not torch.equal(before[n], p.detach()) for n, p in trained.named_parameters())
     assert changed == len(before)

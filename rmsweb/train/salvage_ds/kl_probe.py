@@ -9,7 +9,11 @@ estimate the loss uses), so a small drift is not lost in sampling noise; the con
 are the policy's own, as the reverse KL the loss penalises.
 
 The SFT policy is the trainer's reference: the adapters switched off (LoRA) or a frozen
-copy (full fine-tune).
+copy (full fine-tune). The same samples also give the policy's exact per-token entropy,
+    H_t = -sum_v p(v) log p(v),
+averaged the same way (at temperature 1): a collapsing policy shows as entropy falling
+towards 0, a policy kept near SFT by the KL as entropy staying near its start. The
+entropy needs no reference, so it is measured also when the KL is off.
 """
 
 from __future__ import annotations
@@ -40,6 +44,16 @@ def exact_kl(logits: Any, ref_logits: Any, mask: Any) -> float:
     return float((per_pos * mask).sum() / n) if n else float("nan")
 
 
+def exact_entropy(logits: Any, mask: Any) -> float:
+    """Mean over masked positions of -sum_v p log p; logits (B, T, V), mask (B, T)."""
+    import torch
+
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    per_pos = -(logp.exp() * logp).sum(dim=-1)
+    n = float(mask.sum())
+    return float((per_pos * mask).sum() / n) if n else float("nan")
+
+
 def completion_logits(model: Any, batch: dict[str, Any]) -> Any:
     """Logits predicting each completion token (B, Tc, V), as completion_logps slices them."""
     n = batch["n_completion"]
@@ -51,29 +65,42 @@ def completion_logits(model: Any, batch: dict[str, Any]) -> Any:
 def measure(
     sample: Callable[[Sequence[int]], tuple[dict[str, Any], Any]],
     policy: Any,
-    reference: Callable[[dict[str, Any]], Any],
+    reference: Callable[[dict[str, Any]], Any] | None,
     indices: Sequence[int],
-) -> float:
-    """The module's KL on `indices`: `sample` returns a batch of the policy's completions
-    (with loss_mask) for them; `reference(batch)` the SFT policy's completion logits."""
+) -> dict[str, float]:
+    """The module's KL and entropy on `indices`: `sample` returns a batch of the policy's
+    completions (with loss_mask) for them; `reference(batch)` the SFT policy's completion
+    logits (None: no reference, the KL is NaN)."""
     import torch
 
+    nan = float("nan")
     if not indices:
-        return float("nan")
+        return {"kl_to_sft": nan, "entropy": nan}
     batch, mask = sample(indices)
     with torch.no_grad():
         logits = completion_logits(policy, batch)
-        ref = reference(batch)
-    return exact_kl(logits, ref, mask)
+        ref = reference(batch) if reference is not None else None
+    return {
+        "kl_to_sft": exact_kl(logits, ref, mask) if ref is not None else nan,
+        "entropy": exact_entropy(logits, mask),
+    }
 
 
 def kl_to_sft(trainer: Any) -> float:
     """The KL of a SalvageDSTrainer's current policy to its start (NaN when off)."""
+    return probe_policy(trainer)["kl_to_sft"]
+
+
+def probe_policy(trainer: Any) -> dict[str, float]:
+    """KL to SFT (NaN without a reference) and entropy of a SalvageDSTrainer's current
+    policy on its probe states (both NaN when rl.kl_probe_states is 0)."""
     import torch
 
     h = trainer.h
-    if not h.kl_probe_states or (trainer.ref_model is None and not trainer.is_peft):
-        return float("nan")
+    nan = float("nan")
+    if not h.kl_probe_states:
+        return {"kl_to_sft": nan, "entropy": nan}
+    has_ref = trainer.ref_model is not None or trainer.is_peft
     indices = probe_indices(len(trainer.states), h.kl_probe_states, derived_seed(h.seed, "kl"))
 
     def sample(idx: Sequence[int]) -> tuple[dict[str, Any], Any]:
@@ -104,4 +131,4 @@ def kl_to_sft(trainer: Any) -> float:
                 return completion_logits(trainer.model, batch)
         return completion_logits(trainer.ref_model, batch)
 
-    return measure(sample, trainer.model, reference, indices)
+    return measure(sample, trainer.model, reference if has_ref else None, indices)

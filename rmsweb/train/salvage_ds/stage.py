@@ -125,6 +125,9 @@ def summary(result: TrainResult, hyper: RLHyper) -> dict[str, Any]:
         "competence_rejected_with_contrast": reasons.get("too_hard", 0)
         + reasons.get("too_easy", 0),
         "kl_to_sft_final": kls[-1] if kls else None,
+        "entropy_final": next(
+            (r["entropy"] for r in reversed(curve) if _finite(r.get("entropy"))), None
+        ),
         "reward_mean_first": _or_none(curve[0]["reward_mean"]) if curve else None,
         "reward_mean_last10pct": _or_none(sum(r["reward_mean"] for r in tail) / len(tail))
         if tail
@@ -194,6 +197,10 @@ def main(io: StageIO) -> None:
     lora = lora_kwargs(m.lora)
     work_dir = checkpoint_dir(io.spec, "rl", io.out / "checkpoints", inputs=io.inputs, seed=io.seed)
     io.out.mkdir(parents=True, exist_ok=True)
+    from rmsweb.train.live_log import open_live, rank_zero, rl_logger
+
+    # curves while it trains (rank 0 only)
+    live = open_live(io.plot_path("dvclive"), resume=True) if rank_zero() else None
     trainer = trainer_class(rl.kind)(
         loaded.model,
         loaded.tokenizer,
@@ -203,8 +210,11 @@ def main(io: StageIO) -> None:
         processor=loaded.processor,
         is_vl=loaded.is_vl,
         lora=lora,
+        on_step=rl_logger(live) if live is not None else None,
     )
     result = trainer.train()
+    if live is not None:
+        live.end()
     if not ranks.is_writer():  # rank 0 writes the stage's outputs
         return
     final = io.out / "model"

@@ -71,7 +71,7 @@ from rmsweb.train.salvage_ds.batch import (
 )
 from rmsweb.train.salvage_ds.checkpoint import load_checkpoint, save_checkpoint
 from rmsweb.train.salvage_ds.gate import REASONS, GateDecision, GroupStats, gate, group_stats
-from rmsweb.train.salvage_ds.kl_probe import kl_to_sft
+from rmsweb.train.salvage_ds.kl_probe import probe_policy
 from rmsweb.train.salvage_ds.memory import update_checkpointing
 from rmsweb.train.salvage_ds.optim import adamw, freeze_embeddings, trainable
 from rmsweb.train.salvage_ds.reward import Scored, invert, parse_references, score
@@ -224,6 +224,7 @@ CURVE_COLUMNS: tuple[str, ...] = (
     "generate_s",
     "train_s",
     "kl_to_sft",  # at checkpoints and the last step (kl_probe.py); empty elsewhere
+    "entropy",  # the policy's exact token entropy on the probe states, as kl_to_sft
     *(f"reason_{r}" for r in REASONS),
 )
 
@@ -697,7 +698,7 @@ class SalvageDSTrainer:
                     flush=True,
                 )
             if step % h.save_steps == 0 or step == h.steps:
-                row["kl_to_sft"] = kl_to_sft(self)
+                row.update(probe_policy(self))  # kl_to_sft, entropy
                 self.save_checkpoint()
             if self.on_step is not None:
                 self.on_step(row)

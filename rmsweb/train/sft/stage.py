@@ -88,6 +88,10 @@ def main(io: StageIO) -> None:
         io.spec, "sft", io.out / "checkpoints", inputs=io.inputs, seed=io.seed
     )
     start = time.time()
+    from rmsweb.train.live_log import rank_zero, sft_callback
+
+    # curves while it trains (rank 0 only)
+    live = [sft_callback(io.plot_path("dvclive"), resume=True)] if rank_zero() else []
     model, history = train_sft(
         loaded.model,
         loaded.tokenizer,
@@ -95,12 +99,13 @@ def main(io: StageIO) -> None:
         hyper,
         work_dir,
         lora,
+        callbacks=live,
         # VL models train on the screenshots the policy is shown (prompt.screenshot).
         processor=loaded.processor if loaded.is_vl else None,
     )
     wall = time.time() - start
-    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun: the Trainer synced the
-        return  # gradients (DDP); rank 0 writes the model and the metrics
+    if not rank_zero():  # under torchrun: the Trainer synced the gradients (DDP);
+        return  # rank 0 writes the model and the metrics
     final = io.out / "model"
     if lora:
         model = model.merge_and_unload()  # a plain model folder: every backend loads it

@@ -99,10 +99,12 @@ def train_sft(
     work_dir: Path,
     lora: dict[str, Any] | None = None,
     plain_loss: bool | None = None,
+    callbacks: list[Any] | None = None,
     processor: Any = None,
 ) -> tuple[Any, list[dict]]:
     """Run SFTTrainer; returns the trained model and the log history.
 
+    `callbacks`: extra transformers TrainerCallbacks (the stage's DVCLive logger).
     `processor`: a VL model's processor; samples with a screenshot need it (it makes
     the image tokens and pixel values) and it then replaces the tokenizer as TRL's
     processing class. `plain_loss`: None decides from the vocabulary size
@@ -181,6 +183,7 @@ def train_sft(
         eval_dataset=eval_ds,
         processing_class=processor if with_images else tokenizer,
         peft_config=peft_config,
+        callbacks=callbacks,
     )
     last = _last_checkpoint(work_dir)
     trainer.train(resume_from_checkpoint=str(last) if last else None)
