@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rmsweb import plan as P
 from rmsweb.cli import app
+from rmsweb.models import plan as P
 from rmsweb.models.flops import Shape
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Data-parallel RL over torchrun ranks (gloo on CPU, nccl on CUDA), without DDP wrappers.
+"""Data-parallel RL over torchrun ranks (gloo on CPU, nccl for CUDA tensors), no DDP wrapper.
 
 Every rank samples the same groups (same seeds, same weights), then each computes the
 loss-and-backward of its own share of the step's sequences (rank r: sequences r, r + N,
@@ -29,7 +29,8 @@ def init_from_env() -> None:
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    # Gradients live on the GPU (nccl); the loss logs are CPU tensors (gloo).
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
 
 def rank_world() -> tuple[int, int]:

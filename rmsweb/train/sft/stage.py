@@ -99,13 +99,13 @@ def main(io: StageIO) -> None:
         hyper,
         work_dir,
         lora,
+        callbacks=live,
         # VL models train on the screenshots the policy is shown (prompt.screenshot).
         processor=loaded.processor if loaded.is_vl else None,
-        callbacks=live,
     )
     wall = time.time() - start
-    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun: the Trainer synced the
-        return  # gradients (DDP); rank 0 writes the model and the metrics
+    if not rank_zero():  # under torchrun: the Trainer synced the gradients (DDP);
+        return  # rank 0 writes the model and the metrics
     final = io.out / "model"
     if lora:
         model = model.merge_and_unload()  # a plain model folder: every backend loads it

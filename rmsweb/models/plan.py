@@ -337,8 +337,8 @@ def _over(stage: StagePlan, budget: float) -> str:
 
 def fit_problems(spec: Any) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
     """(field problems, missing features) of a GPU spec's stages: `validate` refuses the
-    first (a field of the spec fixes them) and warns of the second (rmsweb lacks model
-    sharding: `plan` refuses those). Both empty for CPU specs and unknown models."""
+    first (a field of the spec fixes them); the second (rmsweb lacks model sharding) only
+    `plan` refuses. Both empty for CPU specs and unknown models."""
     if not spec.compute.accelerators or model_dims(spec) is None:
         return [], []
     p = plan(spec)
