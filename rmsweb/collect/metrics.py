@@ -5,7 +5,9 @@ Cost is counted per (task, seed) unit and per kept trajectory, every attempt cou
 kept or not: attempts; teacher calls = one per step plus one per reflection (the
 reflector is the teacher model for LLM teachers; the rule critic stands in for such a
 call); tokens of the steps and of the reflections. The critic's scores are the oracle's
-grades of the stored reflections (rmsweb.judge.grade).
+grades of the stored reflections (rmsweb.judge.grade), overall and, for the scripted
+teacher, per kind of mistake it made in the attempt (critic_by_kind), with the kinds no
+critic rule targets pooled apart.
 """
 
 from __future__ import annotations

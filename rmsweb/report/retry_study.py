@@ -9,6 +9,9 @@ Per collect run (one arm):
   one per reflection) and tokens (of steps and reflections);
 - the critic's precision and recall, graded by the oracle after the fact
   (rmsweb.judge.grade has the definitions; the collect metrics compute the same).
+Across runs: reflect vs blind yield per (persistence, adherence), read from each collect
+run's metrics (sweep_rows), and the critic's first error per mistake kind the scripted
+teacher made, the kinds no critic rule targets pooled apart (kind_rows).
 
 `queries` is SQL over the views; `section` turns its rows into the report section.
 """

@@ -82,3 +82,32 @@ def test_a_non_healing_kind_at_a_non_final_step_fails_the_episode(loop, runner, 
         runs = [r.episode for r in sink.records if r.episode.task_id == task]
         failed = sum(not e.success for e in runs)
         assert failed >= 0.9 * len(runs), (kind, task, failed, len(runs))
+
+
+def test_the_critic_is_not_written_for_a_literal_value(loop, runner) -> None:
+    """No rule reads a typed value as a transformation of the goal's text: on enter-text-2
+    the literal fill at step 0 looks right to the critic, which blames the submit after
+    it, while the oracle's first bad step is the fill. Measured, not tuned."""
+    from rmsweb.agents.advice import named_steps
+    from rmsweb.judge.critic import critique
+    from rmsweb.judge.oracle import LabelingPolicy, OracleLabels, bad_steps
+    from rmsweb.judge.types import Verdict
+
+    task = "enter-text-2"
+    teacher = MistakenExpert(
+        {task: EXPERTS[task]}, 1.0, 0.0, {"literal_value": 1.0}, ["scroll"], max_mistake_step=1
+    )
+    labels = OracleLabels({task: EXPERTS[task]})
+    sink = MemorySink()
+    policy = LabelingPolicy(teacher, labels)
+    loop.run_until_complete(runner.run(policy, [task], SEEDS, sink, split="train"))
+    made = [r for r in sink.records if teacher.mistake_of(task, r.episode.seed, 0)]
+    assert len(made) >= 3  # seeds whose asked case differs from the goal's text
+    hits = 0
+    for r in made:
+        assert not r.episode.success
+        bad = bad_steps(r, labels)
+        assert bad and bad[0] == 0  # the oracle's first error: the literal fill
+        named = named_steps(critique(r, Verdict(False)))
+        hits += bool(named) and named[0] == bad[0]
+    assert hits <= len(made) // 2, (hits, len(made))
