@@ -94,10 +94,10 @@ def test_paper_32b_needs_sharding_on_h100_and_fits_on_h200() -> None:
 
 
 def test_validate_refuses_a_stage_that_cannot_fit(tmp_path: Path) -> None:
+    # extends: stays inside the spec's tree (issue 26), so the parent is copied beside it
+    (tmp_path / "paper-8b.yaml").write_text((ROOT / "experiments" / "paper-8b.yaml").read_text())
     spec = tmp_path / "big.yaml"
-    spec.write_text(
-        f"extends: {ROOT / 'experiments' / 'paper-8b.yaml'}\nname: big\nrl:\n  micro_batch_size: 64\n"
-    )
+    spec.write_text("extends: paper-8b.yaml\nname: big\nrl:\n  micro_batch_size: 64\n")
     result = CliRunner().invoke(app, ["validate", str(spec)])
     assert result.exit_code == 2
     assert "rl.micro_batch_size: rl: needs" in result.output

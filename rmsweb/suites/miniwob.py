@@ -14,7 +14,6 @@ import difflib
 import itertools
 import secrets
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rmsweb.env.errors import EnvError
@@ -23,6 +22,7 @@ from rmsweb.errors import UserError
 from rmsweb.spec.miniwob_tasks import MINIWOB_TASKS
 from rmsweb.suites.base import SPLITS, Outcome
 from rmsweb.suites.miniwob_experts import EXPERTS
+from rmsweb.suites.miniwob_html import html_root
 
 if TYPE_CHECKING:
     from rmsweb.env.server import StaticServer
@@ -61,17 +61,6 @@ STATE_JS = """() => ({
   raw: typeof WOB_RAW_REWARD_GLOBAL === 'undefined' ? 0 : WOB_RAW_REWARD_GLOBAL,
   reason: typeof WOB_REWARD_REASON === 'undefined' ? null : WOB_REWARD_REASON,
 })"""
-
-
-def html_root() -> Path:
-    """site-packages/miniwob/html: the served root (task pages load ../core/, ../common/)."""
-    try:
-        import miniwob
-    except ImportError:
-        raise UserError(
-            "the MiniWoB++ pages are missing: `pip install miniwob` (the rmsweb venv has it)."
-        ) from None
-    return Path(miniwob.__file__).parent / "html"
 
 
 def resolve_tasks(names: Sequence[str]) -> list[str]:

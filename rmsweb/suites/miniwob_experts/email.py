@@ -186,7 +186,7 @@ _TURK_ACTION = {"forward": "forward", "reply": "reply", "delete": "trash", "impo
 
 @functools.cache
 def _turk_patterns() -> list[tuple[re.Pattern[str], str]]:
-    from rmsweb.suites.miniwob import html_root
+    from rmsweb.suites.miniwob_html import html_root
 
     text = (html_root() / _TURK_FILE).read_text(encoding="utf-8")
     data = json.loads(text[text.index("{") : text.rindex("}") + 1])
