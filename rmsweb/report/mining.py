@@ -67,21 +67,24 @@ def mining_data(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict[str, Any]
     return {"states": states, "rollouts": rollouts, "per_task": per_task}
 
 
-def _seed_of(run: str) -> str:
-    return run.rsplit("/", 1)[-1]
+def _owner_seed(run: str) -> tuple[str, str]:
+    """("miniwob-cpu", "s0") of mine/miniwob-cpu/s0 and of eval/miniwob-cpu/sft/s0."""
+    parts = run.split("/")
+    return parts[1], parts[-1]
 
 
 def task_gaps(per_task: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (mine run, task): its rollouts' failure rate and the greedy SFT policy's on val
-    (the sft eval run with the same training seed folder, e.g. s0); val None when absent."""
+    (the sft eval run of the same owner and training seed folder, e.g. miniwob-cpu and s0:
+    another experiment's SFT, say one trained on plain data, is another policy); val None
+    when absent."""
     mine = [r for r in per_task if r["run"].startswith("mine/")]
-    val: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in per_task:
-        if r["run"].startswith("eval/"):
-            val.setdefault((_seed_of(r["run"]), r["task_id"]), r)
+    val = {
+        (*_owner_seed(r["run"]), r["task_id"]): r for r in per_task if r["run"].startswith("eval/")
+    }
     out = []
     for r in mine:
-        v = val.get((_seed_of(r["run"]), r["task_id"]))
+        v = val.get((*_owner_seed(r["run"]), r["task_id"]))
         out.append(
             {
                 "run": r["run"],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -80,18 +80,7 @@ class ExpertTeacher(SpecModel):
         "or action does not help. 0: reflections are ignored (reflect behaves as blind).",
     )
     error_kinds: dict[ErrorKind, float] = Field(
-        default_factory=lambda: dict.fromkeys(
-            (
-                "distractor_click",
-                "wrong_field",
-                "wrong_option",
-                "premature_stop",
-                "literal_value",
-                "one_field_short",
-                "wrong_label",
-            ),
-            1.0,
-        ),
+        default_factory=lambda: dict.fromkeys(get_args(ErrorKind), 1.0),  # every kind
         min_length=1,
         description="Mistakes the teacher may make, each with its rate: its share of "
         "error_rate (weights, normalised over the kinds; 0 turns a kind off; a list gives "

@@ -197,10 +197,10 @@ def main(io: StageIO) -> None:
     lora = lora_kwargs(m.lora)
     work_dir = checkpoint_dir(io.spec, "rl", io.out / "checkpoints", inputs=io.inputs, seed=io.seed)
     io.out.mkdir(parents=True, exist_ok=True)
-    from rmsweb.train.live_log import open_live, rank_zero, rl_logger
+    from rmsweb.train.live_log import open_live, rl_logger
 
     # curves while it trains (rank 0 only)
-    live = open_live(io.plot_path("dvclive"), resume=True) if rank_zero() else None
+    live = open_live(io.plot_path("dvclive"), resume=True) if ranks.is_writer() else None
     trainer = trainer_class(rl.kind)(
         loaded.model,
         loaded.tokenizer,
