@@ -14,7 +14,7 @@ from outside, but at a point a test can name and repeat. Kill points:
   checkpoint:N      checkpoint-N was just saved whole (trainer_state.json written last)
   mid-checkpoint:N  checkpoint-N's weights and optimizer are written, trainer_state.json not
   rl-checkpoint:N   the rl stage's checkpoint-N was just saved (renamed into place)
-  rl-mid-checkpoint:N  its files are written under .tmp-checkpoint-N, not yet renamed
+  rl-mid-checkpoint:N  its files are copied into checkpoint-N, its COMPLETE marker not yet
 
 A stage with kill points of its own adds one function to POINTS. Other faults and probes:
 
@@ -139,14 +139,20 @@ def on_rl_checkpoint(step: int) -> None:
 
 
 def on_rl_mid_checkpoint(step: int) -> None:
-    real = Path.rename
+    import shutil
 
-    def rename(self: Path, target: Any) -> Path:
-        if self.name == f".tmp-checkpoint-{step}":
+    from rmsweb.train.salvage_ds import checkpoint
+
+    real = shutil.copyfile
+
+    def copyfile(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
+        # checkpoint-N's weights and optimizer are copied in, its COMPLETE marker not yet
+        dst = Path(dst)
+        if dst.name == checkpoint.COMPLETE and dst.parent.name == f"checkpoint-{step}":
             die(f"rl-mid-checkpoint:{step}")
-        return real(self, target)
+        return real(src, dst, *args, **kwargs)
 
-    Path.rename = rename  # type: ignore[method-assign]
+    checkpoint.shutil.copyfile = copyfile  # type: ignore[attr-defined]
 
 
 POINTS: dict[str, Callable[[int], None]] = {
