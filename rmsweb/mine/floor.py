@@ -8,13 +8,15 @@ or `cap` seeds. So a task the policy fails 10-20% of the time still brings a few
 states to RL, while a task it always solves costs one round only.
 
 Pure: stored records in, the tasks of the next round out. A rerun after a kill
-recomputes the same rounds from what is stored.
+recomputes the same rounds from what is stored: the tally of a round counts only the
+seeds of the rounds before it (`played`), so episodes that a killed run had already
+stored for a later round cannot change which tasks that round takes.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from rmsweb.mine.critical import critical_state, fragile_states
@@ -33,14 +35,19 @@ class TaskTally:
         return self.failed / self.episodes if self.episodes else 0.0
 
 
-def tally(records: Iterable[EpisodeRecord]) -> dict[str, TaskTally]:
-    """Per task: rollouts, failed rollouts and distinct failure states."""
+def tally(
+    records: Iterable[EpisodeRecord], played: Mapping[str, Collection[int]] | None = None
+) -> dict[str, TaskTally]:
+    """Per task: rollouts, failed rollouts and distinct failure states.
+
+    With `played` (task -> seeds of the finished rounds), a record of any other
+    (task, seed) is left out (module doc)."""
     episodes: dict[str, int] = defaultdict(int)
     failed: dict[str, int] = defaultdict(int)
     states: dict[str, set[str]] = defaultdict(set)
     for rec in records:
         ep = rec.episode
-        if ep.error:
+        if ep.error or (played is not None and ep.seed not in played.get(ep.task_id, ())):
             continue
         episodes[ep.task_id] += 1
         failed[ep.task_id] += not ep.success

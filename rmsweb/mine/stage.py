@@ -179,8 +179,9 @@ async def _rounds(
     done = dict.fromkeys(tasks, first)
     step = m.seeds_per_task or cap
     while node_rank() == 0 and m.min_failures_per_task:
+        played = {t: set(seeds[: done[t]]) for t in tasks}  # finished rounds only
         todo = next_round(
-            tally(read_records(io.out)),
+            tally(read_records(io.out), played),
             done,
             floor=m.min_failures_per_task,
             min_rate=m.floor_failure_rate,

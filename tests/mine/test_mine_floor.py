@@ -19,3 +19,20 @@ def test_next_round_takes_tasks_below_the_floor_that_fail_often_enough() -> None
     assert next_round({}, {"x": 16}, floor=20, min_rate=0.1, cap=48) == []
     # A zero floor never asks for more.
     assert next_round(tallies, done, floor=0, min_rate=0.0, cap=48) == []
+
+
+def test_a_rounds_tally_ignores_episodes_stored_for_later_rounds() -> None:
+    """A killed run may have stored part of round 2 before dying: the rerun's decision
+    for round 2 must count round 1's seeds only, or it takes different tasks."""
+    from rmsweb.mine.floor import tally
+    from rmsweb.store.synthetic import make_episode
+
+    def ep(task: str, seed: int, success: bool) -> object:
+        return make_episode(run="r", task=task, seed=seed, policy="sft", success=success, n_steps=2)
+
+    round_1 = [ep("a", 0, False), ep("a", 1, True), ep("b", 0, True), ep("b", 1, True)]
+    round_2 = [ep("a", 2, False), ep("b", 2, False), ep("b", 3, False)]
+    played = {"a": {0, 1}, "b": {0, 1}}
+    assert tally(round_1 + round_2, played) == tally(round_1)
+    assert tally(round_1, played)["a"].failure_rate == 0.5
+    assert tally(round_1 + round_2)["b"].failed == 2  # without `played`, every record counts
