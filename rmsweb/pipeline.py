@@ -21,6 +21,8 @@ scheduler around that:
 4. Each stage's output goes to a log file (interleaved progress bars are unreadable);
    the console gets a line when a stage starts and ends. When a stage fails, nothing
    new starts, the running ones finish, its log's tail is printed and the exit code is 1.
+5. Each stage gets `cores // jobs` torch threads (rmsweb/models/threads.py): torch
+   processes that each take every core slowed each other down up to 12x (measured).
 """
 
 from __future__ import annotations
@@ -37,6 +39,12 @@ from pathlib import Path
 from rmsweb.errors import UserError
 
 LOCK_ERRORS = ("Unable to acquire lock", "is busy, it is being blocked by")
+STAGE_THREADS_ENV = "RMSWEB_STAGE_THREADS"  # read by rmsweb/models/threads.py
+
+
+def stage_threads(jobs: int, cores: int | None = None) -> int:
+    """Each of `jobs` side-by-side stages' share of the cores, at least 1 (doc, 5)."""
+    return max(1, (cores or os.cpu_count() or 1) // max(1, jobs))
 
 
 @dataclass
@@ -136,7 +144,25 @@ class Outcome:
     attempts: int
 
 
-def run_one(stage: str, root: Path, log_dir: Path, retries: int, pause_s: float = 2.0) -> Outcome:
+def stage_env(jobs: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a stage run `jobs` at a time: its share of the cores (doc, 5).
+
+    A thread count the user exported (OMP_NUM_THREADS, RMSWEB_STAGE_THREADS) is kept."""
+    env = dict(os.environ if base is None else base)
+    share = str(stage_threads(jobs))
+    for key in (STAGE_THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(key, env.get(STAGE_THREADS_ENV, share))
+    return env
+
+
+def run_one(
+    stage: str,
+    root: Path,
+    log_dir: Path,
+    retries: int,
+    pause_s: float = 2.0,
+    env: Mapping[str, str] | None = None,
+) -> Outcome:
     """`dvc repro -s <stage>`, retried on DVC lock errors (module doc, 3)."""
     log = log_dir / f"{stage}.log"
     start = time.perf_counter()
@@ -145,7 +171,12 @@ def run_one(stage: str, root: Path, log_dir: Path, retries: int, pause_s: float 
         attempt += 1
         with log.open("w", encoding="utf-8") as fh:
             proc = subprocess.run(
-                dvc_command(stage), cwd=root, stdout=fh, stderr=subprocess.STDOUT, check=False
+                dvc_command(stage),
+                cwd=root,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                check=False,
+                env=None if env is None else dict(env),
             )
         if proc.returncode == 0 or attempt > retries:
             break
@@ -162,7 +193,7 @@ def reproduce(
     jobs: int = 2,
     retries: int = 5,
     echo: Callable[[str], None] = print,
-    runner: Callable[[str, Path, Path, int], Outcome] = run_one,
+    runner: Callable[..., Outcome] = run_one,
 ) -> list[Outcome]:
     """Run the targets and their upstream stages, `jobs` at a time (module doc)."""
     if jobs < 1:
@@ -171,6 +202,7 @@ def reproduce(
     priority = chain_lengths(wanted)
     log_dir = root / ".dvc" / "tmp" / "rmsweb-repro"
     log_dir.mkdir(parents=True, exist_ok=True)
+    env = stage_env(jobs)
     done: dict[str, Outcome] = {}
     running: dict[str, threading.Thread] = {}
     finished: list[Outcome] = []
@@ -178,7 +210,7 @@ def reproduce(
     failed = False
 
     def work(stage: str) -> None:
-        outcome = runner(stage, root, log_dir, retries)
+        outcome = runner(stage, root, log_dir, retries, env=env)
         with lock:
             finished.append(outcome)
             lock.notify_all()

@@ -119,3 +119,39 @@ def test_unknown_target_is_a_clear_error(project: Path) -> None:
 
     result = CliRunner().invoke(app, ["repro", "nope", "--root", str(project)])
     assert result.exit_code == 2 and "unknown stage(s): nope" in result.output
+
+
+def test_each_stage_gets_its_share_of_the_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two torch stages that each take every core run ~12x slower side by side, so the
+    scheduler hands each `cores // jobs` threads (rmsweb/models/threads.py)."""
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RMSWEB_STAGE_THREADS"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    root = tmp_path / "proj"
+    root.mkdir()
+    assert _dvc(root, "init", "--no-scm", "-q").returncode == 0
+    cmd = "echo $RMSWEB_STAGE_THREADS $OMP_NUM_THREADS $MKL_NUM_THREADS > out"
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"t": {"cmd": cmd, "outs": ["out"]}}}))
+    [outcome] = reproduce(["t"], root=root, jobs=2, echo=lambda line: None)
+    assert outcome.returncode == 0, outcome.log.read_text()
+    assert (root / "out").read_text().split() == ["2", "2", "2"]
+    # One job at a time: every core, as before. A count the user exported is kept.
+    assert pipeline.stage_env(1, {})["OMP_NUM_THREADS"] == "4"
+    assert pipeline.stage_env(8, {})["RMSWEB_STAGE_THREADS"] == "1"
+    assert pipeline.stage_env(2, {"OMP_NUM_THREADS": "3"})["OMP_NUM_THREADS"] == "3"
+
+
+def test_a_stage_takes_the_spec_then_the_schedulers_thread_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rmsweb.models.threads import torch_threads
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    monkeypatch.delenv("RMSWEB_STAGE_THREADS", raising=False)
+    assert torch_threads(None) == 6
+    monkeypatch.setenv("RMSWEB_STAGE_THREADS", "3")
+    assert (torch_threads(None), torch_threads(2)) == (3, 2)
+    monkeypatch.setenv("RMSWEB_STAGE_THREADS", "junk")
+    assert torch_threads(None) == 6

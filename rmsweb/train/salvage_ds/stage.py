@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -162,13 +161,14 @@ def main(io: StageIO) -> None:
 
     from rmsweb.agents.build import prompt_config
     from rmsweb.models.load import load_model
+    from rmsweb.models.threads import torch_threads
     from rmsweb.store.reader import read_rows
     from rmsweb.train.salvage_ds import ranks
     from rmsweb.train.salvage_ds.states import state_from_row
 
     spec = io.spec
     rl, m = spec.rl, spec.model
-    torch.set_num_threads(rl.torch_threads or os.cpu_count() or 1)
+    torch.set_num_threads(torch_threads(rl.torch_threads))  # models/threads.py
     ranks.init_from_env()  # under torchrun: gradients summed over the ranks (ranks.py)
     mine_dir = io.input("mine")
     sft_model = io.input("sft") / "model"

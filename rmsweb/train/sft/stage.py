@@ -19,7 +19,6 @@ This module is the stage's I/O; samples.py builds the samples, trainer.py trains
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import time
 
@@ -36,11 +35,12 @@ def main(io: StageIO) -> None:
     import torch
 
     from rmsweb.models.load import load_model
+    from rmsweb.models.threads import torch_threads
     from rmsweb.store.reader import read_records
 
     spec = io.spec
     s, m = spec.sft, spec.model
-    torch.set_num_threads(s.torch_threads or os.cpu_count() or 1)
+    torch.set_num_threads(torch_threads(s.torch_threads))  # models/threads.py
     collect_dir = io.input("collect")
     base = str(io.input("model") / "model") if m.kind == "tiny" else m.name_or_path
     loaded = load_model(

@@ -1,0 +1,26 @@
+"""How many torch threads a stage takes: its own share of the cores, not all of them.
+
+`rmsweb repro --jobs N` runs N stages side by side. Left alone, each torch process
+takes every core, so two trainers on 2 cores run 4 OpenMP threads that spin-wait on
+each other: measured in the paper study, two SFT stages side by side ran at 31
+samples/s each, against 379 for one alone (a 12x slowdown, not 2x). The scheduler
+(rmsweb/pipeline.py) therefore hands each stage `cores // jobs` threads in RMSWEB_STAGE_THREADS (and
+OMP_NUM_THREADS, which the eval and mine stages' torch reads at start-up); a
+`torch_threads` set in the spec still wins.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rmsweb.pipeline import STAGE_THREADS_ENV
+
+
+def torch_threads(configured: int | None) -> int:
+    """The spec's `torch_threads`; else the scheduler's share; else every core."""
+    if configured:
+        return configured
+    share = os.environ.get(STAGE_THREADS_ENV, "")
+    if share.isdigit() and int(share) > 0:
+        return int(share)
+    return os.cpu_count() or 1
