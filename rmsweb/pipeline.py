@@ -22,7 +22,7 @@ scheduler around that:
    the console gets a line when a stage starts and ends. When a stage fails, nothing
    new starts, the running ones finish, its log's tail is printed and the exit code is 1.
 5. Each stage gets `cores // jobs` torch threads (rmsweb/models/threads.py): torch
-   processes that each take every core slowed each other down up to 12x (measured).
+   processes that each take every core oversubscribe the machine (measured there).
 """
 
 from __future__ import annotations
@@ -149,9 +149,10 @@ def stage_env(jobs: int, base: Mapping[str, str] | None = None) -> dict[str, str
 
     A thread count the user exported (OMP_NUM_THREADS, RMSWEB_STAGE_THREADS) is kept."""
     env = dict(os.environ if base is None else base)
-    share = str(stage_threads(jobs))
-    for key in (STAGE_THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.setdefault(key, env.get(STAGE_THREADS_ENV, share))
+    keys = (STAGE_THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    share = next((env[k] for k in keys[:2] if env.get(k)), str(stage_threads(jobs)))
+    for key in keys:
+        env.setdefault(key, share)
     return env
 
 
@@ -176,7 +177,7 @@ def run_one(
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 check=False,
-                env=None if env is None else dict(env),
+                env=env,
             )
         if proc.returncode == 0 or attempt > retries:
             break

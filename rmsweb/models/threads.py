@@ -1,12 +1,13 @@
 """How many torch threads a stage takes: its own share of the cores, not all of them.
 
 `rmsweb repro --jobs N` runs N stages side by side. Left alone, each torch process
-takes every core, so two trainers on 2 cores run 4 OpenMP threads that spin-wait on
-each other: measured in the paper study, two SFT stages side by side ran at 31
-samples/s each, against 379 for one alone (a 12x slowdown, not 2x). The scheduler
-(rmsweb/pipeline.py) therefore hands each stage `cores // jobs` threads in RMSWEB_STAGE_THREADS (and
-OMP_NUM_THREADS, which the eval and mine stages' torch reads at start-up); a
-`torch_threads` set in the spec still wins.
+takes every core and they oversubscribe the machine: in the paper study an SFT stage
+beside a collect and then another SFT stage ran at 31 samples/s, against 379 alone;
+benchmarks/sft_throughput.py, two copies side by side, ran 1.7x faster as a pair at
+1 thread each than at 2. The scheduler (rmsweb/pipeline.py) therefore hands each
+stage `cores // jobs` threads in RMSWEB_STAGE_THREADS (and OMP_NUM_THREADS, which
+the eval and mine stages' torch reads at start-up); a `torch_threads` set in the
+spec still wins.
 """
 
 from __future__ import annotations
