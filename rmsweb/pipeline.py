@@ -23,6 +23,10 @@ scheduler around that:
    new starts, the running ones finish, its log's tail is printed and the exit code is 1.
 5. Each stage gets `cores // jobs` torch threads (rmsweb/models/threads.py): torch
    processes that each take every core oversubscribe the machine (measured there).
+   A stage that starts alone (nothing running, nothing else ready) gets every core:
+   no stage can become ready before it ends (readiness only changes when a stage
+   finishes), so it stays alone. The default job's SFT and mine stages are such a
+   chain; at half the cores the machine sat half idle under them.
 """
 
 from __future__ import annotations
@@ -203,14 +207,14 @@ def reproduce(
     priority = chain_lengths(wanted)
     log_dir = root / ".dvc" / "tmp" / "rmsweb-repro"
     log_dir.mkdir(parents=True, exist_ok=True)
-    env = stage_env(jobs)
+    shared_env, alone_env = stage_env(jobs), stage_env(1)
     done: dict[str, Outcome] = {}
     running: dict[str, threading.Thread] = {}
     finished: list[Outcome] = []
     lock = threading.Condition()
     failed = False
 
-    def work(stage: str) -> None:
+    def work(stage: str, env: dict[str, str]) -> None:
         outcome = runner(stage, root, log_dir, retries, env=env)
         with lock:
             finished.append(outcome)
@@ -238,8 +242,12 @@ def reproduce(
             )
             while not failed and ready and len(running) < jobs:
                 node = ready.pop(0)
-                echo(f"  start {node.name}")
-                thread = threading.Thread(target=work, args=(node.name,), daemon=True)
+                alone = not running and not ready  # module doc, 5
+                echo(
+                    f"  start {node.name}" + (" (alone: every core)" if alone and jobs > 1 else "")
+                )
+                env = alone_env if alone else shared_env
+                thread = threading.Thread(target=work, args=(node.name, env), daemon=True)
                 running[node.name] = thread
                 thread.start()
             if not running:

@@ -125,18 +125,31 @@ def test_each_stage_gets_its_share_of_the_cores(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two torch stages that each take every core run ~12x slower side by side, so the
-    scheduler hands each `cores // jobs` threads (rmsweb/models/threads.py)."""
+    scheduler hands each `cores // jobs` threads (rmsweb/models/threads.py); a stage that
+    runs alone gets every core."""
     for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RMSWEB_STAGE_THREADS"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     root = tmp_path / "proj"
     root.mkdir()
     assert _dvc(root, "init", "--no-scm", "-q").returncode == 0
-    cmd = "echo $RMSWEB_STAGE_THREADS $OMP_NUM_THREADS $MKL_NUM_THREADS > out"
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"t": {"cmd": cmd, "outs": ["out"]}}}))
-    [outcome] = reproduce(["t"], root=root, jobs=2, echo=lambda line: None)
-    assert outcome.returncode == 0, outcome.log.read_text()
-    assert (root / "out").read_text().split() == ["2", "2", "2"]
+    # Side by side: a and b wait for each other (so both run at once), each takes its share.
+    (root / "wait_for.py").write_text(WAIT_FOR)
+    py, echo_env = sys.executable, "echo $RMSWEB_STAGE_THREADS $OMP_NUM_THREADS $MKL_NUM_THREADS"
+    stages = {
+        name: {"cmd": f"{echo_env} > env_{name} && {py} wait_for.py {name}.s {other}.s out_{name}",
+               "deps": ["wait_for.py"], "outs": [f"out_{name}"]}
+        for name, other in (("a", "b"), ("b", "a"))
+    }  # fmt: skip
+    # t needs a and b: it starts with nothing running and nothing else ready.
+    stages["t"] = {"cmd": f"{echo_env} > out", "deps": ["out_a", "out_b"], "outs": ["out"]}
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    outcomes = reproduce(["t"], root=root, jobs=2, echo=lambda line: None)
+    assert all(o.returncode == 0 for o in outcomes), [o.log.read_text() for o in outcomes]
+    assert (root / "env_a").read_text().split() == ["2", "2", "2"]
+    assert (root / "env_b").read_text().split() == ["2", "2", "2"]
+    # Alone, a stage gets every core: nothing can start beside it until it ends.
+    assert (root / "out").read_text().split() == ["4", "4", "4"]
     # One job at a time: every core, as before. A count the user exported is kept.
     assert pipeline.stage_env(1, {})["OMP_NUM_THREADS"] == "4"
     assert pipeline.stage_env(8, {})["RMSWEB_STAGE_THREADS"] == "1"
