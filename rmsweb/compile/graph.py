@@ -121,7 +121,7 @@ def expand_params(data: dict[str, Any], reads: Iterable[Read]) -> list[str]:
 def _identity(stage: Stage, data: dict[str, Any]) -> str:
     # Keyed by what is read, not where: an eval policy is the same stage whatever
     # its position in the experiment's policy list.
-    config = {}
+    config: dict[str, Any] = {}
     for r in stage.reads:
         value = _get(data, r.path)
         if isinstance(value, dict) and r.exclude:

@@ -39,7 +39,7 @@ from rmsweb.evalckpt.replay import (
     snapshot_dir,
     weights_diff,
 )
-from rmsweb.stage_io import StageIO
+from rmsweb.stage_io import StageInputError, StageIO
 from rmsweb.store.layout import run_name
 
 
@@ -105,6 +105,12 @@ def main(io: StageIO) -> None:
     from rmsweb.store.reader import read_records
 
     spec = io.spec
+    policy = next((p for p in spec.eval.policies if p.name == io.policy), None)
+    if getattr(policy, "source", None) != "rl":
+        raise StageInputError(
+            f"evalckpt evaluates the checkpoints of an rl policy; {io.policy!r} of experiment "
+            f"{io.exp!r} is not one (give --policy the rl policy that sets every_checkpoint)."
+        )
     sft_model = io.input("sft") / "model"
     rl_model = io.input("rl") / "model"
     mine_dir = io.input("mine")

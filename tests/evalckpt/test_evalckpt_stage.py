@@ -159,3 +159,16 @@ def test_checkpoint_steps_are_the_trainers() -> None:
     assert checkpoint_steps(60, 20) == [20, 40, 60]
     assert checkpoint_steps(3, 2) == [2, 3]  # the last step always saves
     assert checkpoint_steps(5, 10) == [5]
+
+
+def test_a_policy_that_is_not_rl_is_refused(tmp_path: Path) -> None:
+    from rmsweb.evalckpt.stage import main
+    from rmsweb.stage_io import StageInputError
+
+    spec = ExperimentSpec.model_validate(
+        {**SPEC, "eval": {"policies": [{"kind": "checkpoint", "name": "sft", "source": "sft"}]}}
+    )
+    io = StageIO("ck", spec, {}, tmp_path / "out", tmp_path / "m.json", policy="sft", seed=0)
+    with pytest.raises(StageInputError, match="not one"):
+        main(io)
+    assert not (tmp_path / "out").exists()  # refused before any work
