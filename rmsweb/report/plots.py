@@ -292,7 +292,9 @@ def checkpoint_curve_plot(
             markersize=4,
             label=f"{arm} (mean of {len(per_seed)})",
         )
-    ax.yaxis.set_major_formatter(lambda v, _: f"{100 * v:.0f}%")
+    from matplotlib.ticker import PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))  # decimals as the ticks need
     ax.set_xlabel("RL step (0: SFT)")
     ax.set_ylabel("val success")
     ax.legend(fontsize=8)
