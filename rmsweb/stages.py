@@ -110,6 +110,34 @@ STAGE_LIST: tuple[StageDef, ...] = (
         variant="policy",
     ),
     StageDef(
+        "evalckpt",
+        "rmsweb.evalckpt.stage",
+        "Val success of SFT and every RL checkpoint (replays the RL run to keep them).",
+        # The replay is the rl stage's training, the evaluation eval's: their code too.
+        (
+            "rmsweb/evalckpt",
+            "rmsweb/train/salvage_ds",
+            "rmsweb/evaluate",
+            "rmsweb/models",
+            *_ROLLOUT,
+        ),
+        plots=(
+            Plot(
+                "curve.csv",
+                "step",
+                "success",
+                ("step", "success", "ci_low", "ci_high", "successes", "episodes"),
+            ),
+            Plot(
+                "tasks.csv",
+                "step",
+                "success",
+                ("step", "task_id", "successes", "episodes", "success"),
+            ),
+        ),
+        variant="policy",
+    ),
+    StageDef(
         "report",
         "rmsweb.report.stage",
         "Write the experiment's report (markdown + HTML).",

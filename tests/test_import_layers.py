@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1] / "rmsweb"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__main__",),
     ("cli",),
+    ("evalckpt",),  # a stage built from two others: replays train's RL, runs evaluate's eval
     ("collect", "mine", "train", "evaluate", "report"),  # the stage packages
     ("rollout", "judge"),
     ("agents", "suites"),

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,14 +121,12 @@ def expand_params(data: dict[str, Any], reads: Iterable[Read]) -> list[str]:
 def _identity(stage: Stage, data: dict[str, Any]) -> str:
     # Keyed by what is read, not where: an eval policy is the same stage whatever
     # its position in the experiment's policy list.
-    config = {
-        ("eval.policy" if r.path.startswith("eval.policies.") else r.path): _get(data, r.path)
-        for r in stage.reads
-    }
+    config: dict[str, Any] = {}
     for r in stage.reads:
-        section = config.get(r.path)
-        if isinstance(section, dict) and r.exclude:
-            config[r.path] = {k: v for k, v in section.items() if k not in r.exclude}
+        value = _get(data, r.path)
+        if isinstance(value, dict) and r.exclude:
+            value = {k: v for k, v in value.items() if k not in r.exclude}
+        config["eval.policy" if r.path.startswith("eval.policies.") else r.path] = value
     payload = {
         "kind": stage.kind,
         "variant": stage.variant,
@@ -210,12 +208,16 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             Read("seed"),
             Read("suite", frozenset({"train", "mine"})),
             Read("eval", frozenset({"policies", *own})),
-            Read(f"eval.policies.{i}"),
+            # every_checkpoint adds a stage of its own (evalckpt); the eval stage does
+            # not read it, so turning it on leaves the eval stage shared and cached.
+            Read(f"eval.policies.{i}", frozenset({"every_checkpoint"})),
         ]
         if policy.kind == "checkpoint":
             reads += [Read("model.prompt"), Read("model.backend")]
             for seed, source in trained[policy.source].items():
                 evals.append(add("eval", reads, {"policy": source}, policy.name, seed))
+            if getattr(policy, "every_checkpoint", False):
+                evals += _checkpoint_evals(add, policy.name, trained)
             continue
         if policy.kind == "openai":
             reads.append(Read("model.prompt"))
@@ -242,6 +244,34 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
         visit(ev)
     add("report", [Read("name"), Read("report")], report_upstream)
     return stages
+
+
+def _checkpoint_evals(
+    add: Callable[..., Stage], policy: str, trained: dict[str, dict[int, Stage]]
+) -> list[Stage]:
+    """`evalckpt`, one per training seed: SFT (step 0) and every RL checkpoint on val.
+
+    It replays the RL run (the rl stage keeps no checkpoints: rmsweb/evalckpt/replay.py),
+    so it reads what the rl stage reads, and what a val eval reads (suite, browser,
+    eval.seeds_per_task / temperature, the prompt). Inputs: the mined states and SFT
+    model the replay starts from, and the rl stage's model to check the replay against.
+    """
+    reads = [
+        Read("suite", frozenset({"train", "mine", "test"})),
+        Read("eval", frozenset({"policies", "splits"})),
+        Read("model"),
+        Read("rl"),
+    ]
+    return [
+        add(
+            "evalckpt",
+            reads,
+            {"sft": trained["sft"][seed], "mine": rl.upstream["mine"], "rl": rl},
+            policy,
+            seed,
+        )
+        for seed, rl in trained["rl"].items()
+    ]
 
 
 def previous_owners(previous_names: Iterable[str]) -> set[tuple[str, str]]:
@@ -284,7 +314,7 @@ def plan_project(
             for stage in plans[other]:
                 # "<experiment>.<role>": a dot cannot occur in names, so the report can
                 # tell which experiment an input reports for.
-                if stage.kind in ("collect", "eval"):
+                if stage.kind in ("collect", "eval", "evalckpt"):
                     report.upstream[f"{other}.{stage.role}"] = stage
     planned: dict[str, dict[str, Stage]] = {}  # identity -> experiment -> its instance
     for name, stages in plans.items():

@@ -18,6 +18,7 @@ from urllib.parse import quote
 from rmsweb.report import mining, pipeline, plots, queries, retry_study
 from rmsweb.report.arms import ArmSummary, Difference
 from rmsweb.report.arms_section import arm_episodes, arms_section
+from rmsweb.report.checkpoints import checkpoint_section, is_curve_role
 from rmsweb.report.document import (
     Document,
     Figure,
@@ -446,6 +447,7 @@ def build_report(
     stages: Mapping[str, pipeline.StageRecord] | None = None,
     loss_curves: Mapping[str, list[dict]] | None = None,
     rl_curves: Mapping[str, list[dict]] | None = None,
+    checkpoint_curves: Mapping[str, list[dict]] | None = None,
     viewers: Mapping[str, str] | None = None,
 ) -> Report:
     """The report over the given runs (role -> run folder; roles as the stage's --in).
@@ -454,8 +456,9 @@ def build_report(
     <experiment>/<policy>) rows and `comparisons` (a, b) pairs of the arms section.
     `stages` (role -> the stage's metrics file, every input incl. checkpoint folders)
     and `loss_curves` (SFT role -> loss rows) are what the stages wrote beside their
-    outputs (report/pipeline.py); `viewers` (run name -> viewer page) turns the
-    per-task cells into links.
+    outputs (report/pipeline.py); `checkpoint_curves` (evalckpt role -> its curve rows)
+    the val success per RL checkpoint (report/checkpoints.py); `viewers` (run name ->
+    viewer page) turns the per-task cells into links.
     """
     stages = stages or {}
     from rmsweb.store.views import connect
@@ -497,6 +500,9 @@ def build_report(
     doc.sections.append(
         rl_section(rep, data["rl_curve"], data["rl_reasons"], stages, rl_curves or {})
     )
+    per_checkpoint = checkpoint_section(rep, checkpoint_curves or {}, stages, experiment or title)
+    if per_checkpoint is not None:  # only where a policy sets every_checkpoint
+        doc.sections.append(per_checkpoint)
     doc.sections.append(pipeline.stages_section(rep, stages, data["stage_costs"]))
     doc.sections.append(inputs_section(runs, counts))
     for name in PLOT_FILES:
@@ -508,11 +514,14 @@ def build_report(
 
 
 def _viewer_pages(runs: Mapping[str, Path]) -> dict[str, str]:
-    """Role -> viewer page (relative to the report) of every input with episodes."""
+    """Role -> viewer page (relative to the report) of every input with episodes, but the
+    val runs of every RL checkpoint (evalckpt: `rmsweb view <run> --split val` shows one)."""
     from rmsweb.store.layout import part_files
 
     return {
-        role: f"viewer/{role}.html" for role, p in runs.items() if part_files(Path(p), "episodes")
+        role: f"viewer/{role}.html"
+        for role, p in runs.items()
+        if part_files(Path(p), "episodes") and not is_curve_role(role)
     }
 
 
@@ -529,6 +538,7 @@ def write_report(
     stages: Mapping[str, pipeline.StageRecord] | None = None,
     loss_curves: Mapping[str, list[dict]] | None = None,
     rl_curves: Mapping[str, list[dict]] | None = None,
+    checkpoint_curves: Mapping[str, list[dict]] | None = None,
     side_by_side: Sequence[tuple[str, str]] = (),
 ) -> Report:
     """Write report.md, report.html, plots/*.png and (optionally) the viewers to `out`:
@@ -546,6 +556,7 @@ def write_report(
         stages=stages,
         loss_curves=loss_curves,
         rl_curves=rl_curves,
+        checkpoint_curves=checkpoint_curves,
         viewers={run_name(Path(runs[role])): page for role, page in pages.items()},
     )
     out.mkdir(parents=True, exist_ok=True)

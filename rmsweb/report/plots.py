@@ -268,3 +268,35 @@ def stage_time_plot(bars: list[tuple[str, float]]) -> bytes:
     ax.tick_params(axis="y", labelsize=8)
     _style(ax)
     return _png(fig)
+
+
+def checkpoint_curve_plot(
+    seeds: dict[str, dict[int, dict[int, float]]], means: dict[str, dict[int, float]]
+) -> bytes:
+    """Val success per RL step, one colour per arm: its mean over training seeds (thick,
+    with markers) and each seed's curve (thin). Step 0 is the SFT model."""
+    fig, ax = _figure(6.5, 3.2)
+    colors = ["#4c72b0", "#c44e52", "#55a868", "#8172b2", "#ccb974", "#64b5cd"]
+    for i, (arm, per_seed) in enumerate(seeds.items()):
+        color = colors[i % len(colors)]
+        for points in per_seed.values():
+            steps = sorted(points)
+            ax.plot(steps, [points[s] for s in steps], color=color, alpha=0.35, linewidth=1)
+        steps = sorted(means[arm])
+        ax.plot(
+            steps,
+            [means[arm][s] for s in steps],
+            color=color,
+            linewidth=2.2,
+            marker="o",
+            markersize=4,
+            label=f"{arm} (mean of {len(per_seed)})",
+        )
+    from matplotlib.ticker import PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))  # decimals as the ticks need
+    ax.set_xlabel("RL step (0: SFT)")
+    ax.set_ylabel("val success")
+    ax.legend(fontsize=8)
+    _style(ax)
+    return _png(fig)

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from rmsweb.report.build import PLOT_FILES, write_report
-from rmsweb.report.pipeline import read_loss_curves, read_rl_curves, read_stage_records
+from rmsweb.report.checkpoints import CURVE_FILE, KIND
+from rmsweb.report.pipeline import (
+    read_curves,
+    read_loss_curves,
+    read_rl_curves,
+    read_stage_records,
+)
 from rmsweb.stage_io import StageIO, write_json_atomic
 from rmsweb.store.layout import is_run_dir
 
@@ -92,6 +98,7 @@ def main(io: StageIO) -> None:
             stages=read_stage_records(inputs, metrics_root),
             loss_curves=read_loss_curves(inputs, metrics_root),
             rl_curves=read_rl_curves(inputs, metrics_root),
+            checkpoint_curves=read_curves(inputs, metrics_root, KIND, CURVE_FILE),
             side_by_side=side_by_side_roles(io.spec, list(runs)),
         )
         _replace_dir(tmp / "plots", figures_dir(io.metrics))

@@ -57,6 +57,23 @@ class CheckpointPolicy(_Policy):
         default_factory=TokenPrices,
         description="Token prices of serving this checkpoint, for the report's cost per task.",
     )
+    every_checkpoint: bool = Field(
+        False,
+        description="RL only: also evaluate SFT (step 0) and every RL checkpoint "
+        "(rl.save_steps) on the val split, per training seed, for the report's 'val "
+        "success per RL checkpoint'. Its own stage (evalckpt) replays the RL run to keep "
+        "the checkpoints: per seed one more RL run plus one val eval per checkpoint.",
+    )
+
+    @model_validator(mode="after")
+    def _every_checkpoint_is_rl(self) -> CheckpointPolicy:
+        if self.every_checkpoint and self.source != "rl":
+            raise SpecFieldError(
+                "every_checkpoint",
+                "only an rl policy has checkpoints to evaluate (SFT's curve is its loss, "
+                "and SFT is step 0 of the RL curve). Fix: set it on the rl policy.",
+            )
+        return self
 
 
 class OpenAIPolicy(OpenAIEndpoint, _Policy):
