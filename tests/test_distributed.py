@@ -209,6 +209,7 @@ def test_sharded_stage_runs_on_the_worker_with_its_servers_and_reports_failure(
     monkeypatch.setenv("RMSWEB_VLLM_BIN", str(vllm))
     monkeypatch.setenv("HOME", str(tmp_path))  # the server's log file goes to ~/vllm-PORT.log
     monkeypatch.setenv("SKYPILOT_NODE_RANK", "0")
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "collect-key")  # what the head's stage command sets
     port = _free_port()
     # A stage command that fails at once: this experiment is not in any params.yaml.
     argv = ["collect", "--exp", "nope", "--out", "runs/collect/nope", "--metrics", "m.json"]
@@ -218,6 +219,7 @@ def test_sharded_stage_runs_on_the_worker_with_its_servers_and_reports_failure(
         [port, 30, ["Qwen/Teacher", "--max-model-len", "4096"]]
     ]
     monkeypatch.setenv("SKYPILOT_NODE_RANK", "1")
+    monkeypatch.delenv("RMSWEB_RUN_KEY")  # the worker has the posted one only
     with pytest.raises(UserError, match="exit 2 after 3 tries"):
         launch.worker_main("nope", timeout_s=10)
     assert not fake_tools["torchrun"].exists()  # a plain process, not torchrun
@@ -232,8 +234,46 @@ def test_sharded_stage_runs_on_the_worker_with_its_servers_and_reports_failure(
         str(port),
     ]
     assert not launch._ready(port)  # stopped with the stage
-    failed = launch.node_dir(Path("runs/collect/nope"), 1, 2) / launch.FAILED
+    failed = launch.node_dir(Path("runs/collect/nope"), 1, 2, "collect-key") / launch.FAILED
     assert failed.read_text().strip() == "exit 2 after 3 tries"
+
+
+def test_shard_folder_is_keyed_by_the_run_key_not_the_attempt(
+    fake_tools: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recovery (new node IPs: a new run id) finds the lost attempt's shard folder; a
+    new run key (config, code or inputs changed) does not."""
+    out = Path("runs/mine/x")
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "mine-s0-abc")
+    first_attempt, first = launch.rendezvous_dir(), launch.node_dir(out, 1, 2)
+    monkeypatch.setenv("SKYPILOT_NODE_IPS", "10.0.3.7\n10.0.3.9")
+    assert launch.rendezvous_dir() != first_attempt  # posts are per attempt...
+    assert launch.node_dir(out, 1, 2) == first  # ...the units are per run key
+    assert first.parts[-5:] == ("mine-s0-abc", "runs", "mine", "x", "node-1-of-2")
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "mine-s0-def")
+    assert launch.node_dir(out, 1, 2) != first
+    monkeypatch.delenv("RMSWEB_RUN_KEY")
+    with pytest.raises(UserError, match="RMSWEB_RUN_KEY is not set"):
+        launch.node_dir(out, 1, 2)
+
+
+def test_the_head_clears_a_lost_attempts_failed_markers_before_it_posts(
+    fake_tools: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `failed` left by the lost attempt would stop the new head at once; a `done` is
+    still true (same run key: the same units) and stays."""
+    monkeypatch.setenv("SKYPILOT_NODE_RANK", "0")
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "collect-key")
+    out = Path("runs/collect/x")
+    lost = [launch.node_dir(out, r, 2) for r in range(2)]
+    for folder in lost:
+        folder.mkdir(parents=True)
+    (lost[0] / launch.DONE).write_text("8 episodes\n")
+    (lost[1] / launch.FAILED).write_text("exit 137 after 3 tries\n")
+    launch.post_sharded(["collect", "--exp", "x", "--out", str(out), "--metrics", "m.json"])
+    assert (lost[0] / launch.DONE).exists() and not (lost[1] / launch.FAILED).exists()
+    job = json.loads((launch.rendezvous_dir() / "stage-0000.json").read_text())
+    assert job["env"] == {"RMSWEB_RUN_KEY": "collect-key"}  # the workers' shard folder
 
 
 def test_head_stops_waiting_when_a_node_failed(tmp_path: Path) -> None:
