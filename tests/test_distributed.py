@@ -323,3 +323,42 @@ def test_units_share_every_task_among_nodes() -> None:
     shares = [set(all_units[r::2]) for r in range(2)]
     assert shares[0].isdisjoint(shares[1]) and shares[0] | shares[1] == set(all_units)
     assert {t for t, _ in shares[1]} == {"click", "type"}  # both tasks on both nodes
+
+
+def test_one_cloud_node_keeps_its_units_in_the_bucket_for_a_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-node managed job (paper-8b): a sharded stage's units go to the bucket under its
+    run key and are merged into the output; a recovery on a fresh disk finds them there
+    (the runner skips the stored ones), where the output folder would have lost them."""
+    import asyncio
+
+    from rmsweb.rollout.sharded import node_share
+    from rmsweb.store.reader import read_rows
+    from rmsweb.store.synthetic import make_episode
+
+    monkeypatch.delenv("SKYPILOT_NUM_NODES", raising=False)
+    monkeypatch.setenv("RMSWEB_RENDEZVOUS_ROOT", str(tmp_path / "bucket"))
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "collect-key")
+    rec = make_episode(run="collect/x", task="t", seed=0, policy="expert", success=True, n_steps=2)
+
+    async def attempt(disk: Path, store: bool) -> set[str]:
+        disk.mkdir()
+        monkeypatch.chdir(disk)  # the stage's out is relative, as dvc.yaml names it
+        async with node_share(Path("runs/collect/x")) as share:
+            assert share.shard == (0, 1)
+            stored = share.sink.completed_keys()  # what the runner would skip
+            if store:
+                share.sink.write_unit([rec])
+        return stored
+
+    assert asyncio.run(attempt(tmp_path / "disk1", store=True)) == set()
+    assert [e.episode_id for e in read_rows(tmp_path / "disk1/runs/collect/x", "episodes")] == [
+        rec.episode.episode_id
+    ]
+    # The recovery: a fresh disk, the same run key.
+    assert asyncio.run(attempt(tmp_path / "disk2", store=False)) == {rec.episode.episode_id}
+    assert len(read_rows(tmp_path / "disk2/runs/collect/x", "episodes")) == 1
+    # Outside the cloud (no RMSWEB_RENDEZVOUS_ROOT) the stage writes its output directly.
+    monkeypatch.delenv("RMSWEB_RENDEZVOUS_ROOT")
+    assert asyncio.run(attempt(tmp_path / "local", store=False)) == set()

@@ -124,9 +124,9 @@ class VLLMSampler:
         samples = []
         for out in outputs:
             gen = out.outputs[0]
+            # stop_reason: the stop token id it ended at (None for EOS, which vLLM keeps in
+            # token_ids, and for running out of tokens).
             stopped_by = gen.stop_reason if isinstance(gen.stop_reason, int) else None
-            if stopped_by is None and gen.finish_reason == "stop":
-                stopped_by = next((t for t in gen.token_ids if t in stop_ids), None)
             ids = finish(gen.token_ids, stop_ids, stopped_by)
             chosen = None
             if logprobs and gen.logprobs is not None:
