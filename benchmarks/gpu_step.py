@@ -23,6 +23,11 @@
    image tokens are positions of the prompt, counted once.
 6. MFU is printed twice: against the measured matmul rate and against the datasheet
    dense bf16 peak of the GPU (--datasheet-tflops, else looked up by device name).
+7. Memory: the peak each phase allocated on the GPU (torch's max_memory_allocated,
+   reset between SFT and RL) beside what `rmsweb plan`'s formulas (rmsweb/models/plan.py)
+   give for the same shapes, on a line `memory: sft_peak_gib=.. sft_plan_gib=..
+   rl_peak_gib=.. rl_plan_gib=..` (peaks are `nan` off CUDA). The plan counts SFT without
+   full logits (TRL's tiled loss); this step computes them, so its SFT peak is higher.
 The last line is `mfu_sft=X mfu_rl=Y tokens_per_s=Z` (Z: SFT tokens per second).
 """
 
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import sys
 import time
 from pathlib import Path
@@ -61,6 +67,7 @@ __all__ = [
     "vision_forward",
 ]
 
+GIB = 2**30
 # --tiny: the same architecture at a size a CPU runs in seconds.
 TEXT_TINY = {
     **TEXT_8B,
@@ -86,6 +93,37 @@ VISION_TINY = {
 # Qwen's special token ids; the tiny vocabulary keeps them at its top.
 SPECIAL_8B = {"image": 151655, "video": 151656, "start": 151652, "end": 151653}
 SPECIAL_TINY = {"image": 1020, "video": 1021, "start": 1022, "end": 1023}
+
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+def plan_estimate(
+    tiny: bool, lora_rank: int, w: int, sft: tuple[int, int], rl: tuple[int, int, int]
+) -> tuple[float, float]:
+    """Bytes per GPU `rmsweb plan` gives this step: SFT (samples, tokens each) with
+    checkpointing; RL (sequences, prompt, new tokens): HF generate's KV cache or the
+    update's activations and logits, whichever is larger (micro-batch: every sequence)."""
+    from types import SimpleNamespace
+
+    from rmsweb.models.plan import (
+        activation_bytes_per_token,
+        dims_from_config,
+        kv_bytes_per_token,
+        trainable_bytes,
+    )
+
+    text, vision = (TEXT_TINY, VISION_TINY) if tiny else (TEXT_8B, VISION_8B)
+    lora = SimpleNamespace(enabled=True, rank=lora_rank, targets=LORA_TARGETS)
+    d = dims_from_config({**text, "tie_word_embeddings": False}, vision, lora)
+    base = w * d.params + trainable_bytes(d, w, lora=True)
+    (n, seq), (seqs, prompt, new) = sft, rl
+    total = prompt + new
+    update = seqs * (total * activation_bytes_per_token(d, w, True) + 3 * 4 * d.vocab * new)
+    return (
+        base + n * seq * activation_bytes_per_token(d, w, True),
+        base + max(seqs * total * kv_bytes_per_token(d, w), update),
+    )
 
 
 def datasheet_peak(device: str, override_tflops: float | None) -> float | None:
@@ -149,7 +187,7 @@ def build(tiny: bool, device: str, dtype: Any, lora_rank: int) -> tuple[Any, Sha
         lora_dropout=0.0,
         # Names of the text decoder's projections; the vision blocks' are qkv/proj, so the
         # vision tower stays frozen, as in paper-8b.
-        target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+        target_modules=LORA_TARGETS,
     )
     model = get_peft_model(model, lora)
     shape.lora = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -310,7 +348,11 @@ def main() -> None:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    on_cuda = a.device.startswith("cuda")
     sft_s = timed(a.device, sft_step, a.steps, a.warmup)
+    sft_peak = torch.cuda.max_memory_allocated() if on_cuda else math.nan
+    if on_cuda:
+        torch.cuda.reset_peak_memory_stats()  # the RL phase's peak on its own
     sft_tokens = batch_n * seq
     sft_work = sft_flops(shape, batch_n, seq, patches)
     mfu_sft = sft_work / sft_s / peak
@@ -378,8 +420,14 @@ def main() -> None:
         f"{sequences * new / rl_s:,.1f} completion tokens/s, MFU {mfu_rl:.3f} of measured matmul"
         + (f", {rl_work / rl_s / sheet:.3f} of datasheet" if sheet else "")
     )
-    if a.device.startswith("cuda"):
-        print(f"peak GPU memory: {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB")
+    rl_peak = torch.cuda.max_memory_allocated() if on_cuda else math.nan
+    sft_plan, rl_plan = plan_estimate(
+        tiny, a.lora_rank, dtype.itemsize, (batch_n, seq), (sequences, prompt, new)
+    )
+    print(
+        f"memory: sft_peak_gib={sft_peak / GIB:.2f} sft_plan_gib={sft_plan / GIB:.2f} "
+        f"rl_peak_gib={rl_peak / GIB:.2f} rl_plan_gib={rl_plan / GIB:.2f}"
+    )
     if sheet:
         print(
             f"datasheet: mfu_sft={sft_work / sft_s / sheet:.3f} mfu_rl={rl_work / rl_s / sheet:.3f}"

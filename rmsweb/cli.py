@@ -242,9 +242,14 @@ def _run_stage(
 
     def go() -> None:
         io = make_stage_io(exp, params, ins or [], out, metrics, variant, seed)
-        if stage.distributed and os.environ.get("RMSWEB_CHECKPOINT_DIR"):
-            # Checkpoints in the bucket are keyed by what the stage would produce (config,
-            # code, inputs), computed once here so every torchrun rank and node agrees.
+        from rmsweb.distributed import shards_in_bucket
+
+        if (stage.distributed and os.environ.get("RMSWEB_CHECKPOINT_DIR")) or (
+            stage.sharded and shards_in_bucket()
+        ):
+            # Checkpoints and shard folders in the bucket are keyed by what the stage would
+            # produce (config, code, inputs), computed once here so every torchrun rank and
+            # node agrees, and a recovered attempt finds what the lost one stored.
             from rmsweb.compile.identity import stage_run_key
 
             os.environ.setdefault(

@@ -14,14 +14,19 @@ How it fits together (see sky/<experiment>.yaml):
    (`rmsweb worker --finish`).
 Only the head's outputs are kept by DVC; workers contribute compute.
 
-Sharded stages (collect: episodes by (task, seed) unit) are posted the same way
-with mode "shards": a worker runs the posted command as a plain process on its
+Sharded stages (collect, mine: episodes by (task, seed) unit) are posted the same
+way with mode "shards": a worker runs the posted command as a plain process on its
 node, which plays its share of the units into its own node folder of the shared
 shard folder (`node_dir`); the head plays its share, waits for every node's
 `done` marker and merges the node folders into the stage's output
 (rmsweb.rollout.sharded). A worker reruns a sharded command that died (resuming:
 units already stored are skipped) up to SHARD_RETRIES times, then marks its node
 `failed` so the head stops waiting.
+
+The shard folder is keyed by the stage's run key (config, code and inputs: as its
+checkpoints are), not by the attempt's run id, so a recovered managed job that
+replays the stage resumes the units the lost attempt stored. On clouds a one-node
+stage keeps its units there too (its output folder is on a disk the recovery loses).
 
 The rendezvous folder is $RMSWEB_RENDEZVOUS_ROOT/<run id>, and the run id
 changes with every attempt of a managed job:
@@ -163,19 +168,42 @@ def relaunch_under_torchrun(argv: list[str]) -> int | None:
     return subprocess.run(cmd, check=False).returncode
 
 
-def shard_dir(out: Path) -> Path:
-    """The shared folder of a sharded stage writing `out`: <rendezvous>/shards/<out>.
+def shards_in_bucket() -> bool:
+    """Whether a sharded stage plays into the shared shard folder rather than straight
+    into its output: on several nodes, and on clouds (sky sets RMSWEB_RENDEZVOUS_ROOT),
+    where the output's disk does not survive a recovery but the bucket does."""
+    return num_nodes() > 1 or bool(os.environ.get("RMSWEB_RENDEZVOUS_ROOT"))
 
-    `out` as the stage command names it (dvc.yaml: runs/<stage>/<experiment>...), the
-    same on every node; an absolute path is taken without its leading `/`.
+
+def shard_dir(out: Path, run_key: str | None = None) -> Path:
+    """The shared folder of a sharded stage writing `out`:
+    $RMSWEB_RENDEZVOUS_ROOT/shards/<run key>/<out>.
+
+    The run key ($RMSWEB_RUN_KEY, set by the head's stage command and posted to the
+    workers) is the same for every attempt of a managed job that runs the same config,
+    code and inputs, so a recovery finds the lost attempt's units. `out` as the stage
+    command names it (dvc.yaml: runs/<stage>/<experiment>...), the same on every node,
+    keeps the folder readable; an absolute path is taken without its leading `/`.
     """
+    root = os.environ.get("RMSWEB_RENDEZVOUS_ROOT")
+    if not root:
+        raise UserError(
+            "RMSWEB_RENDEZVOUS_ROOT is not set; multi-node stages run under sky/*.yaml, which "
+            "points it at the checkpoint bucket."
+        )
+    key = run_key or os.environ.get("RMSWEB_RUN_KEY")
+    if not key:
+        raise UserError(
+            "RMSWEB_RUN_KEY is not set: the stage command (`rmsweb collect`, `rmsweb mine`) "
+            "sets it on the head and posts it to the workers; run the stage through it."
+        )
     relative = Path(*out.parts[1:]) if out.is_absolute() else out
-    return rendezvous_dir() / "shards" / relative
+    return Path(root) / "shards" / key / relative
 
 
-def node_dir(out: Path, rank: int, count: int) -> Path:
+def node_dir(out: Path, rank: int, count: int, run_key: str | None = None) -> Path:
     """Node `rank`'s own folder of a sharded stage: its shards and its done/failed marker."""
-    return shard_dir(out) / f"node-{rank}-of-{count}"
+    return shard_dir(out, run_key) / f"node-{rank}-of-{count}"
 
 
 def post_sharded(argv: list[str], servers: Sequence[tuple[int, int, list[str]]] = ()) -> None:
@@ -183,8 +211,15 @@ def post_sharded(argv: list[str], servers: Sequence[tuple[int, int, list[str]]] 
 
     `servers`: (port, readiness timeout s, `vllm serve` arguments) of the local endpoints
     the stage calls; each worker starts them on its node around its share.
+    A `failed` marker a lost attempt left in the stage's shard folder is removed first,
+    so the head waits on this attempt's nodes only (a `done` stays true: the units are
+    the same, the run key says so).
     """
     if num_nodes() > 1 and node_rank() == 0:
+        out = _argv_value(argv, "--out")
+        if out is not None:
+            for stale in shard_dir(Path(out)).glob(f"node-*/{FAILED}"):
+                stale.unlink(missing_ok=True)
         post(rendezvous_dir(), argv, _read_lock(), mode="shards", servers=servers)
 
 
@@ -253,7 +288,7 @@ def _run_shards(job: dict) -> None:
         why = str(exc)
     out = _argv_value(job["argv"], "--out")
     if out is not None:
-        folder = node_dir(Path(out), node_rank(), num_nodes())
+        folder = node_dir(Path(out), node_rank(), num_nodes(), env.get("RMSWEB_RUN_KEY"))
         folder.mkdir(parents=True, exist_ok=True)
         (folder / FAILED).write_text(why + "\n")
     raise UserError(f"sharded stage {job['argv'][:1]} failed on this node: {why}.")

@@ -209,6 +209,7 @@ def test_sharded_stage_runs_on_the_worker_with_its_servers_and_reports_failure(
     monkeypatch.setenv("RMSWEB_VLLM_BIN", str(vllm))
     monkeypatch.setenv("HOME", str(tmp_path))  # the server's log file goes to ~/vllm-PORT.log
     monkeypatch.setenv("SKYPILOT_NODE_RANK", "0")
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "collect-key")  # what the head's stage command sets
     port = _free_port()
     # A stage command that fails at once: this experiment is not in any params.yaml.
     argv = ["collect", "--exp", "nope", "--out", "runs/collect/nope", "--metrics", "m.json"]
@@ -218,6 +219,7 @@ def test_sharded_stage_runs_on_the_worker_with_its_servers_and_reports_failure(
         [port, 30, ["Qwen/Teacher", "--max-model-len", "4096"]]
     ]
     monkeypatch.setenv("SKYPILOT_NODE_RANK", "1")
+    monkeypatch.delenv("RMSWEB_RUN_KEY")  # the worker has the posted one only
     with pytest.raises(UserError, match="exit 2 after 3 tries"):
         launch.worker_main("nope", timeout_s=10)
     assert not fake_tools["torchrun"].exists()  # a plain process, not torchrun
@@ -232,8 +234,46 @@ def test_sharded_stage_runs_on_the_worker_with_its_servers_and_reports_failure(
         str(port),
     ]
     assert not launch._ready(port)  # stopped with the stage
-    failed = launch.node_dir(Path("runs/collect/nope"), 1, 2) / launch.FAILED
+    failed = launch.node_dir(Path("runs/collect/nope"), 1, 2, "collect-key") / launch.FAILED
     assert failed.read_text().strip() == "exit 2 after 3 tries"
+
+
+def test_shard_folder_is_keyed_by_the_run_key_not_the_attempt(
+    fake_tools: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recovery (new node IPs: a new run id) finds the lost attempt's shard folder; a
+    new run key (config, code or inputs changed) does not."""
+    out = Path("runs/mine/x")
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "mine-s0-abc")
+    first_attempt, first = launch.rendezvous_dir(), launch.node_dir(out, 1, 2)
+    monkeypatch.setenv("SKYPILOT_NODE_IPS", "10.0.3.7\n10.0.3.9")
+    assert launch.rendezvous_dir() != first_attempt  # posts are per attempt...
+    assert launch.node_dir(out, 1, 2) == first  # ...the units are per run key
+    assert first.parts[-5:] == ("mine-s0-abc", "runs", "mine", "x", "node-1-of-2")
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "mine-s0-def")
+    assert launch.node_dir(out, 1, 2) != first
+    monkeypatch.delenv("RMSWEB_RUN_KEY")
+    with pytest.raises(UserError, match="RMSWEB_RUN_KEY is not set"):
+        launch.node_dir(out, 1, 2)
+
+
+def test_the_head_clears_a_lost_attempts_failed_markers_before_it_posts(
+    fake_tools: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `failed` left by the lost attempt would stop the new head at once; a `done` is
+    still true (same run key: the same units) and stays."""
+    monkeypatch.setenv("SKYPILOT_NODE_RANK", "0")
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "collect-key")
+    out = Path("runs/collect/x")
+    lost = [launch.node_dir(out, r, 2) for r in range(2)]
+    for folder in lost:
+        folder.mkdir(parents=True)
+    (lost[0] / launch.DONE).write_text("8 episodes\n")
+    (lost[1] / launch.FAILED).write_text("exit 137 after 3 tries\n")
+    launch.post_sharded(["collect", "--exp", "x", "--out", str(out), "--metrics", "m.json"])
+    assert (lost[0] / launch.DONE).exists() and not (lost[1] / launch.FAILED).exists()
+    job = json.loads((launch.rendezvous_dir() / "stage-0000.json").read_text())
+    assert job["env"] == {"RMSWEB_RUN_KEY": "collect-key"}  # the workers' shard folder
 
 
 def test_head_stops_waiting_when_a_node_failed(tmp_path: Path) -> None:
@@ -283,3 +323,42 @@ def test_units_share_every_task_among_nodes() -> None:
     shares = [set(all_units[r::2]) for r in range(2)]
     assert shares[0].isdisjoint(shares[1]) and shares[0] | shares[1] == set(all_units)
     assert {t for t, _ in shares[1]} == {"click", "type"}  # both tasks on both nodes
+
+
+def test_one_cloud_node_keeps_its_units_in_the_bucket_for_a_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-node managed job (paper-8b): a sharded stage's units go to the bucket under its
+    run key and are merged into the output; a recovery on a fresh disk finds them there
+    (the runner skips the stored ones), where the output folder would have lost them."""
+    import asyncio
+
+    from rmsweb.rollout.sharded import node_share
+    from rmsweb.store.reader import read_rows
+    from rmsweb.store.synthetic import make_episode
+
+    monkeypatch.delenv("SKYPILOT_NUM_NODES", raising=False)
+    monkeypatch.setenv("RMSWEB_RENDEZVOUS_ROOT", str(tmp_path / "bucket"))
+    monkeypatch.setenv("RMSWEB_RUN_KEY", "collect-key")
+    rec = make_episode(run="collect/x", task="t", seed=0, policy="expert", success=True, n_steps=2)
+
+    async def attempt(disk: Path, store: bool) -> set[str]:
+        disk.mkdir()
+        monkeypatch.chdir(disk)  # the stage's out is relative, as dvc.yaml names it
+        async with node_share(Path("runs/collect/x")) as share:
+            assert share.shard == (0, 1)
+            stored = share.sink.completed_keys()  # what the runner would skip
+            if store:
+                share.sink.write_unit([rec])
+        return stored
+
+    assert asyncio.run(attempt(tmp_path / "disk1", store=True)) == set()
+    assert [e.episode_id for e in read_rows(tmp_path / "disk1/runs/collect/x", "episodes")] == [
+        rec.episode.episode_id
+    ]
+    # The recovery: a fresh disk, the same run key.
+    assert asyncio.run(attempt(tmp_path / "disk2", store=False)) == {rec.episode.episode_id}
+    assert len(read_rows(tmp_path / "disk2/runs/collect/x", "episodes")) == 1
+    # Outside the cloud (no RMSWEB_RENDEZVOUS_ROOT) the stage writes its output directly.
+    monkeypatch.delenv("RMSWEB_RENDEZVOUS_ROOT")
+    assert asyncio.run(attempt(tmp_path / "local", store=False)) == set()

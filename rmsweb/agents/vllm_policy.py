@@ -43,8 +43,10 @@ def load_vllm(
     max_model_len: int = 16384,
     seed: int = 0,
     enforce_eager: bool = False,
+    **engine_args: Any,
 ) -> Any:
-    """A LoadedModel whose `model` is a vLLM engine (tokenizer from the same folder)."""
+    """A LoadedModel whose `model` is a vLLM engine (tokenizer from the same folder);
+    `engine_args` go to vLLM's LLM as they are (RL sampling: enable_lora, max_lora_rank)."""
     try:
         from vllm import LLM
     except ImportError:
@@ -71,6 +73,7 @@ def load_vllm(
         enforce_eager=enforce_eager,
         # One screenshot per prompt at most (rmsweb.agents.prompt).
         **({"limit_mm_per_prompt": {"image": 1}} if vl else {}),
+        **engine_args,
     )
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token_id is None:

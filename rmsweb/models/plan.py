@@ -22,7 +22,9 @@ Memory per GPU, in bytes (w: bytes per weight of model.dtype):
   token, for a whole micro-batch of prompt + completion.
 - vLLM (eval, mine with backend vllm): the engine takes gpu_memory_utilization of each
   GPU; its weights (/ tensor_parallel_size) and at least one max_model_len sequence of
-  KV cache must fit in that share.
+  KV cache must fit in that share. RL with rl.sampler vllm: the engine's share
+  (rl.sampler.gpu_memory_utilization, one GPU per engine) sits beside the trainer's
+  weights, state and update activations for the whole stage, in place of HF's KV cache.
 A stage fits when its peak is at most USABLE of the GPU's memory (the rest: CUDA context,
 allocator fragmentation, NCCL buffers).
 """
@@ -269,18 +271,28 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
         kv = kv_bytes_per_token(d, w)
         rl_act = activation_bytes_per_token(d, w, r.gradient_checkpointing)
         logits = 3 * 4 * d.vocab * new
+        sampler = r.sampler
+        # rl.sampler vllm: the engine holds its share for the whole stage and samples in it
+        # (its own copy of the weights and its KV cache); HF generate's KV cache is gone.
+        vllm = sampler.gpu_memory_utilization * gpu_bytes if sampler.kind == "vllm" else 0.0
 
         def rl_peak(m: int, act_per_token: float) -> float:
-            return weights + state + max(m * total * kv, m * (total * act_per_token + logits))
+            sampling = 0.0 if vllm else m * total * kv
+            return weights + state + vllm + max(sampling, m * (total * act_per_token + logits))
 
         ref = weights if (not lora and (r.beta > 0 or r.kl_probe_states)) else 0.0
+        sampling_memory = (
+            {"vllm_share (rl.sampler: weights + KV cache)": vllm}
+            if vllm
+            else {f"kv_cache (HF generate, {micro} x {total} tokens)": micro * total * kv}
+        )
         rl = StagePlan(
             "rl",
             {
                 "weights": weights,
                 "trainable_state": state,
                 "frozen_reference": ref,
-                f"kv_cache (HF generate, {micro} x {total} tokens)": micro * total * kv,
+                **sampling_memory,
                 f"update activations ({'with' if r.gradient_checkpointing else 'without'} "
                 "checkpointing) + logits": micro * (total * rl_act + logits),
             },
@@ -291,8 +303,21 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
             "(no gradient all-reduce yet): time is one GPU's"
         )
         timed(rl, r.steps * rl_flops(d.shape, seqs, prompt, new, patches), 1)
-        one = rl_peak(1, activation_bytes_per_token(d, w, True)) - weights - state
-        if not needs_sharding(rl, one + ref) and rl.peak_bytes > budget:
+        one = rl_peak(1, activation_bytes_per_token(d, w, True)) - weights - state - vllm
+        if vllm and vllm - weights < sampler.max_model_len * kv:
+            rl.problem = (
+                "rl.sampler.gpu_memory_utilization",
+                f"rl: the vLLM share {vllm / GIB:.1f} GiB holds weights {weights / GIB:.1f} GiB "
+                f"and KV cache for fewer than max_model_len {sampler.max_model_len} tokens; "
+                "raise it",
+            )
+        elif vllm and weights + state + vllm + one + ref > budget:
+            rl.problem = (
+                "rl.sampler.gpu_memory_utilization",
+                f"rl: {_over(rl, budget)} with the vLLM share {vllm / GIB:.1f} GiB beside the "
+                "trainer; lower it (or use rl.sampler {kind: hf})",
+            )
+        elif not needs_sharding(rl, one + ref) and rl.peak_bytes > budget:
             fits_ckpt = rl_peak(micro, activation_bytes_per_token(d, w, True)) + ref <= budget
             if not r.gradient_checkpointing and fits_ckpt:
                 rl.problem = ("rl.gradient_checkpointing", "rl: set it true: " + _over(rl, budget))

@@ -9,11 +9,12 @@
     if rmsweb.distributed.node_rank() != 0:
         return  # no metrics on a worker: its episodes reach io.out through the head's merge
 
-On one node (no SKYPILOT_NUM_NODES, or 1) this is today's path: a ShardWriter on
-`out` and `runner.run` over every (task, seed). With N > 1 nodes:
+On one node outside the cloud (no SKYPILOT_NUM_NODES or 1, no RMSWEB_RENDEZVOUS_ROOT)
+this is the local path: a ShardWriter on `out` and `runner.run` over every (task, seed).
+With N > 1 nodes, or on clouds (N = 1 too):
 1. Unit i of `units(tasks, seeds)` (task-major) is node i % N's. Each node writes
    its units into its own folder of the shared shard folder,
-   $RMSWEB_RENDEZVOUS_ROOT/<run id>/shards/<out>/node-<r>-of-<N>/ (the checkpoint
+   $RMSWEB_RENDEZVOUS_ROOT/shards/<run key>/<out>/node-<r>-of-<N>/ (the checkpoint
    bucket; writer id node<r>), committing a shard at least every
    $RMSWEB_NODE_COMMIT_S seconds (default 10), so a killed node loses little.
 2. A node that finished its share writes `done` in its folder. Workers run the
@@ -23,9 +24,13 @@ On one node (no SKYPILOT_NUM_NODES, or 1) this is today's path: a ShardWriter on
    `out`, a unit at a time: a (task, seed) unit already merged, from an earlier
    node or an earlier merge, is skipped whole, so nothing is stored twice. Every
    table of an episode record travels (steps, screenshots, reflections, ...).
-A restarted node resumes: the runner skips the units its folder already holds. The
-run id changes with each managed-job attempt, so a recovery starts the shards afresh
-(as the single-node stage does on a fresh disk).
+A restarted node resumes: the runner skips the units its folder already holds. So
+does a recovered managed job: the folder is keyed by the stage's run key (its config,
+code and inputs; rmsweb.compile.identity), which a new attempt shares with the lost
+one, not by the attempt's run id. A changed config, code or input is a new key: its
+units are played afresh. A recovery with another node count plays afresh too (the
+folders are per count). The mine stage's floor rounds run on the head into `out`
+after the merge, so a recovery replays those.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rmsweb.agents.base import Policy
-from rmsweb.distributed import DONE, FAILED, node_dir, node_rank, num_nodes
+from rmsweb.distributed import DONE, FAILED, node_dir, node_rank, num_nodes, shards_in_bucket
 from rmsweb.errors import UserError
 from rmsweb.rollout.runner import EpisodeRunner, Job, RunStats
 
@@ -66,7 +71,7 @@ async def node_share(out: Path) -> AsyncIterator[NodeShare]:
     from rmsweb.store.writer import ShardWriter
 
     rank, count = node_rank(), num_nodes()
-    if count <= 1:
+    if not shards_in_bucket():
         with ShardWriter(out) as sink:
             yield NodeShare(sink, (0, 1))
         return

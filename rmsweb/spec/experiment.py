@@ -103,6 +103,17 @@ class ExperimentSpec(SpecModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _sampler_has_lora(self) -> ExperimentSpec:
+        if self.rl.sampler.kind == "vllm" and not self.model.lora.enabled:
+            raise SpecFieldError(
+                "rl.sampler.kind",
+                "rl.sampler vllm samples with the current LoRA adapter, and model.lora is off "
+                "(a full fine-tune's weights would have to be copied into vLLM every step). "
+                "Fix: set model.lora.enabled: true, or use rl.sampler {kind: hf}.",
+            )
+        return self
+
     def served_endpoints(self) -> list[tuple[str, Any]]:
         """(dotted key, endpoint) of every endpoint whose `vllm serve` the task starts."""
         found: list[tuple[str, Any]] = []

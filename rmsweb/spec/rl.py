@@ -31,6 +31,37 @@ class RewardSpec(SpecModel):
     )
 
 
+class HFSamplerSpec(SpecModel):
+    """Sample the groups with transformers generate on the model being trained (CPU or GPU)."""
+
+    kind: Literal["hf"] = "hf"
+
+
+class VLLMSamplerSpec(SpecModel):
+    """Sample the groups with vLLM on the SFT model plus the current LoRA adapter, saved and
+    passed with every sampling call (GPU, the `gpu` extra; train/salvage_ds/vllm_sampler.py)."""
+
+    kind: Literal["vllm"] = "vllm"
+    gpu_memory_utilization: float = Field(
+        0.3,
+        gt=0,
+        lt=1,
+        description="Share of each GPU's memory the engine takes (its weights and KV cache), "
+        "beside the trainer's model, adapters and activations: `rmsweb plan` adds both.",
+    )
+    max_model_len: int = Field(16384, ge=512, description="Context length of the engine.")
+    enforce_eager: bool = Field(
+        False, description="No CUDA graphs: starts faster, samples slower (tests, debugging)."
+    )
+
+
+SamplerSpec = Annotated[HFSamplerSpec | VLLMSamplerSpec, Field(discriminator="kind")]
+
+
+def _is_hf(sampler: HFSamplerSpec | VLLMSamplerSpec) -> bool:
+    return sampler.kind == "hf"
+
+
 class _RLBase(SpecModel):
     steps: int = Field(200, ge=1, description="Optimizer steps.")
     group_size: int = Field(8, ge=2, description="Completions sampled per state (G).")
@@ -75,6 +106,14 @@ class _RLBase(SpecModel):
         False,
         description="Keep the token embeddings fixed (with tied embeddings, as in the tiny "
         "models, the LM head too): RL then moves the transformer blocks only.",
+    )
+    sampler: SamplerSpec = Field(
+        default_factory=HFSamplerSpec,
+        # Left out of params.yaml while it is the default, so adding the field left every
+        # committed RL stage's params (and its run key) as they were.
+        exclude_if=_is_hf,
+        description="What samples the groups: hf (transformers generate; CPU or GPU) or vllm "
+        "(GPU, LoRA only: the current adapter is passed with every sampling call).",
     )
     kl_probe_states: int = Field(
         64,

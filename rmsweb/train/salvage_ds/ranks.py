@@ -5,7 +5,8 @@ loss-and-backward of its own share of the step's sequences (rank r: sequences r,
 ...) with the step-wide token normaliser every rank knows. Summing the gradients over
 the ranks gives exactly the single-process gradient, so every rank takes the same
 optimizer step and the weights stay equal. The loss logs are summed the same way. Only
-rank 0 writes (checkpoints, the stage's outputs). Sampling itself is not split yet.
+rank 0 writes (checkpoints, the stage's outputs). Sampling itself is not split yet
+(with rl.sampler vllm, rank 0 samples and `broadcast`s the completions).
 With one process (no torchrun) every function here is a no-op.
 """
 
@@ -95,3 +96,15 @@ def sum_entries(log: dict[str, Any], *keys: str) -> None:
     """Sum the float entries `keys` of a log dict over the ranks, in place."""
     for key, value in zip(keys, sum_floats(*(log[k] for k in keys)), strict=True):
         log[key] = value
+
+
+def broadcast(value: Any) -> Any:
+    """Rank 0's `value` on every rank (any picklable object, sent over gloo)."""
+    dist = _dist()
+    if dist is None:
+        return value
+    import torch
+
+    box = [value]
+    dist.broadcast_object_list(box, src=0, device=torch.device("cpu"))
+    return box[0]

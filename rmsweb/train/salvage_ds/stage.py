@@ -172,9 +172,10 @@ def main(io: StageIO) -> None:
     ranks.init_from_env()  # under torchrun: gradients summed over the ranks (ranks.py)
     mine_dir = io.input("mine")
     sft_model = io.input("sft") / "model"
+    dtype = "float32" if m.kind == "tiny" else m.dtype
     loaded = load_model(
         sft_model,
-        dtype="float32" if m.kind == "tiny" else m.dtype,
+        dtype=dtype,
         device="auto",
         trust_remote_code=getattr(m, "trust_remote_code", False),
     )
@@ -212,7 +213,15 @@ def main(io: StageIO) -> None:
         lora=lora,
         on_step=rl_logger(live) if live is not None else None,
     )
+    if rl.kind != "continued_sft":  # rl.sampler vllm: sampling through vLLM on the SFT model
+        from rmsweb.train.salvage_ds.vllm_sampler import build_sampler
+
+        trainer.sampler = build_sampler(
+            rl.sampler, sft_model, lora, dtype=dtype, seed=io.train_seed
+        )
     result = trainer.train()
+    if trainer.sampler is not None:
+        trainer.sampler.close()
     if live is not None:
         live.end()
     if not ranks.is_writer():  # rank 0 writes the stage's outputs

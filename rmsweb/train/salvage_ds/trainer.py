@@ -52,6 +52,7 @@ from __future__ import annotations
 import copy
 import math
 import random
+import statistics
 import sys
 import time
 from collections import Counter
@@ -240,6 +241,8 @@ class SalvageDSTrainer:
     the checkpoints; a run finds the last one there and continues from it.
     """
 
+    sampler: Any = None  # rl.sampler vllm: a VLLMSampler (vllm_sampler.py); None: HF generate
+
     def __init__(
         self,
         model: Any,
@@ -349,6 +352,8 @@ class SalvageDSTrainer:
 
     def generate(self, indices: Sequence[int], step: int, round_: int) -> list[list[int]]:
         """group_size sampled completions per state index, in order (token ids)."""
+        if self.sampler is not None:  # vLLM with the current LoRA adapter (vllm_sampler.py)
+            return self.sampler.sample(self, indices, step, round_)
         import torch
 
         prompts = [self.encode(i) for i in indices for _ in range(self.h.group_size)]
@@ -628,7 +633,7 @@ class SalvageDSTrainer:
         row: dict[str, Any] = {
             "step": step,
             "reward_mean": sum(rewards) / len(rewards),
-            "reward_std": _std(rewards),
+            "reward_std": statistics.pstdev(rewards),
             "accepted_fraction": len(pg_groups) / len(groups),
             "groups": len(groups),
             "accepted": len(pg_groups),
@@ -741,10 +746,3 @@ class SalvageDSTrainer:
             self.generate_s = float(logs["generate_s"])
             self.train_s = float(logs["train_s"])
         return step
-
-
-def _std(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    m = sum(values) / len(values)
-    return math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
