@@ -30,6 +30,7 @@ from rmsweb.report.document import (
     to_markdown,
 )
 from rmsweb.report.live import live_cells, live_sections
+from rmsweb.report.steps_section import steps_section
 from rmsweb.report.summary import summary_metrics
 from rmsweb.report.tables import (
     REPORT_SPLITS,
@@ -491,6 +492,14 @@ def build_report(
     doc.sections += results_section(rep, rows, viewers)
     _steps_vs_expert(rep, doc.sections[0], rows, data["steps_vs_expert"])
     doc.sections.append(arms_section(rep, episodes, arms, comparisons))
+    steps = steps_section(
+        rep.metrics,
+        episodes,
+        [(d.a, d.b) for d in rep.differences],
+        {arm: label for label, arm in arms},
+    )
+    if steps is not None:  # only where two SFT arms are compared (the data comparison)
+        doc.sections.append(steps)
     doc.sections += live_sections(rep, live)
     doc.sections.append(collect_section(rep, data))
     collects = {r.run: r.metrics for r in stages.values() if r.kind == "collect"}

@@ -250,31 +250,37 @@ def test_skypilot_parser_rejects_a_broken_file(tmp_path: Path) -> None:
 
 def test_retry_ablations_share_what_does_not_depend_on_collect(repo_root: Path) -> None:
     stages = {s.name: s for s in load_project(repo_root).stages}
+    # The paper table's plain arm stays on the default job's tasks.
     assert "miniwob-cpu-retry-none" in stages["eval-expert_miniwob-cpu"].sharers
     assert "collect_miniwob-cpu-retry-none" in stages
+    # The retry study runs on the steps experiment's multi-step suite: its none arm is
+    # that experiment's plain arm, and the blind arm keeps its stage names.
     assert "sft-s0_miniwob-cpu-retry-blind" in stages
     # The model does not depend on the arm's data: every arm starts from the same one.
-    assert "miniwob-cpu-retry-blind" in stages["model-s0_miniwob-cpu"].sharers
+    assert "miniwob-cpu-retry-blind" in stages["model-s0_miniwob-cpu-steps"].sharers
+    assert "miniwob-cpu-steps-plain" in stages["model-s0_miniwob-cpu-steps"].sharers
     study = stages["report_miniwob-cpu-retry-study"]
-    assert study.upstream["miniwob-cpu-retry-none.collect"].name == "collect_miniwob-cpu-retry-none"
+    assert (
+        study.upstream["miniwob-cpu-steps-plain.collect"].name == "collect_miniwob-cpu-steps-plain"
+    )
     assert (
         study.upstream["miniwob-cpu-retry-blind.eval-sft-s0"].name
         == "eval-sft-s0_miniwob-cpu-retry-blind"
     )
-    # The study changes only its report: every other stage is miniwob-cpu's.
-    assert "miniwob-cpu-retry-study" in stages["sft-s0_miniwob-cpu"].sharers
-    # The adherence sweep adds collect stages only: its evals (the expert, and the teacher,
-    # whose eval ignores adherence: no reflections in an eval episode) are shared.
-    for arm in ("miniwob-cpu-retry-adherence-0", "miniwob-cpu-retry-adherence-05"):
+    # The study adds only its report and a teacher eval: every other stage is
+    # miniwob-cpu-steps's, and none of the default job's.
+    assert "miniwob-cpu-retry-study" in stages["sft-s2_miniwob-cpu-steps"].sharers
+    assert "miniwob-cpu-retry-study" not in stages["collect_miniwob-cpu"].sharers
+    # The sweeps add collect stages only: their expert eval is shared.
+    for arm in ("miniwob-cpu-retry-adherence-0", "miniwob-cpu-retry-persistence-05"):
         assert study.upstream[f"{arm}.collect"].name == f"collect_{arm}"
-        assert study.upstream[f"{arm}.eval-teacher"].name == "eval-teacher_miniwob-cpu"
-        assert arm in stages["eval-expert_miniwob-cpu"].sharers
+        assert arm in stages["eval-expert_miniwob-cpu-steps"].sharers
     assert not [r for r in study.upstream if "adherence" in r and "-sft" in r]
 
 
 def test_report_compare_must_name_an_experiment(project: Path) -> None:
     spec = project / "experiments" / "miniwob-cpu-retry-study.yaml"
-    spec.write_text(spec.read_text().replace("miniwob-cpu-retry-none,", "nope,"))
+    spec.write_text(spec.read_text().replace("miniwob-cpu-steps-plain,", "nope,"))
     result = CliRunner().invoke(app, ["compile", "--root", str(project)])
     assert result.exit_code == 2 and "'nope', which is not an experiment" in result.stderr
 
