@@ -78,12 +78,24 @@ def _checkpointing_field(config_class: Any) -> str:
     )
 
 
+def _as_parts(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with its content as a list of parts (chat templates render both alike)."""
+    content = message["content"]
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    return {**message, "content": content}
+
+
 def _row(sample: Sample, with_images: bool) -> dict[str, Any]:
     row: dict[str, Any] = {
         "prompt": sample.messages,
         "completion": [{"role": "assistant", "content": sample.completion}],
     }
     if with_images:
+        # Arrow cannot hold a column whose values are strings in one row and lists in
+        # another: the image prompt's system message (a string) beside its user message
+        # (image + text parts) failed Dataset.from_list, so every content becomes parts.
+        row = {key: [_as_parts(m) for m in messages] for key, messages in row.items()}
         from PIL import Image
 
         png = sample.screenshot_png
