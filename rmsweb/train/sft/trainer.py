@@ -78,6 +78,12 @@ def _checkpointing_field(config_class: Any) -> str:
     )
 
 
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _as_parts(message: dict[str, Any]) -> dict[str, Any]:
     """The message with its content as a list of parts (chat templates render both alike)."""
     content = message["content"]
@@ -169,6 +175,9 @@ def train_sft(
         fp16=h.precision == "fp16",
         **{_checkpointing_field(SFTConfig): h.gradient_checkpointing},
         dataloader_pin_memory=False,  # no accelerator on CPU runs; pinning only warns
+        # Under torchrun on CPU, accelerate makes the Trainer data-parallel (gloo DDP) only
+        # when told it is a CPU run; otherwise every rank trained alone on all the data.
+        use_cpu=not _cuda_available(),
         report_to=[],
         seed=h.seed,
         data_seed=h.seed,
