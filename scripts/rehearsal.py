@@ -5,13 +5,16 @@
 What it does, and why each piece stands where it does:
 1. Renders the local shop (rmsweb/suites/rehearsal_site.py) into a temp folder and serves
    it on 127.0.0.1:18631, the origin its task file and the spec's private_origins name.
-2. Serves one scripted OpenAI-compatible endpoint on 127.0.0.1:18632 that answers every
-   model call the paper's pipeline makes to a served model: the teacher's actions, its
-   reflections, WebJudge's three kinds of calls and mine's first-error judge. It plays
-   them with the site's oracle (`gold_action`), so collect has successes to train on and
-   failures to reflect on (a random tiny model would give neither: SFT then refuses to
-   run), and mining gets first-error labels it can parse. Request and reply shapes are
-   the real ones (chat messages with data-URL screenshots; `usage` in every reply).
+2. Serves one OpenAI-compatible endpoint on 127.0.0.1:18632 for every model call the
+   paper's pipeline makes to a served model: the teacher's actions, its reflections,
+   WebJudge's three kinds of calls and mine's first-error judge. Each request goes, as
+   sent, to a tiny random Qwen3-VL behind `python -m rmsweb.models.processor serve`
+   (`transformers serve`, on 127.0.0.1:18633): a request a real server refuses fails
+   the run, and the reply's `usage` is that model's (screenshots included). The words
+   are then the site oracle's (`gold_action`), not the random model's: collect needs
+   successes to train on and failures to reflect on (a random model gives neither, and
+   SFT refuses to run without a success), and mining needs first-error labels it can
+   parse. `--no-model` answers without the served model (usage estimated).
 3. Runs `dvc repro <target>` with RMSWEB_TORCHRUN set, so the sft and rl stages re-run
    themselves under torchrun with 2 CPU ranks (gloo), as the SkyPilot task does with GPUs.
 4. Stops both servers; the exit code is dvc's. Nothing reaches past 127.0.0.1.
@@ -20,6 +23,7 @@ What it does, and why each piece stands where it does:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -31,6 +35,7 @@ import threading
 import time
 import zlib
 from collections import Counter
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -44,6 +49,8 @@ from rmsweb.suites import rehearsal_site as site
 
 ROOT = Path(__file__).resolve().parents[1]
 ENDPOINT_PORT = 18632  # fixed: the spec's teacher and judge base_url name it
+MODEL_PORT = 18633  # the tiny served model behind the endpoint
+READY_S = 240  # `transformers serve` start-up (~5 s quiet; importing alone took 40 s loaded)
 TARGET = "report_paper-8b-rehearsal"
 TORCHRUN = "--standalone --nproc_per_node=2"  # 2 CPU ranks on this node (gloo)
 
@@ -101,7 +108,9 @@ def first_wrong_step(task: site.SiteTask, steps: list[tuple[str, str]]) -> tuple
     return None
 
 
-_FIRST_ERROR_STEP = re.compile(r"^Step (\d+)\nPage:\n(.*?)\nAction taken: (.*?)(?: -> error:.*)?$", re.S | re.M)
+_FIRST_ERROR_STEP = re.compile(
+    r"^Step (\d+)\nPage:\n(.*?)\nAction taken: (.*?)(?: -> error:.*)?$", re.S | re.M
+)
 
 
 def _first_error_steps(prompt: str) -> list[tuple[str, str]]:
@@ -141,7 +150,7 @@ def reply(messages: list[dict[str, Any]]) -> tuple[str, str]:
         history = user.split("Action History:", 1)[-1]
         ok = task is not None and all(f'"{label}" -> CLICK' in history for label in task.path)
         verdict = "success" if ok else "failure"
-        return "verdict", f"Thoughts: checked the pages the agent opened.\nStatus: \"{verdict}\""
+        return "verdict", f'Thoughts: checked the pages the agent opened.\nStatus: "{verdict}"'
     if user.startswith(FIRST_ERROR_PROMPT.split("\n", 1)[0]):
         task = _task(user, "Task:")
         wrong = first_wrong_step(task, _first_error_steps(user)) if task else None
@@ -165,13 +174,30 @@ def reply(messages: list[dict[str, Any]]) -> tuple[str, str]:
     return "teacher", f"Action: {teacher_action(task, page, lessons)}"
 
 
-class Endpoint:
-    """The scripted endpoint on 127.0.0.1:`port`, in a thread; `calls` counts by role."""
+def estimated_usage(messages: list[dict[str, Any]], text: str) -> dict[str, int]:
+    prompt = sum(len(_text(m["content"])) for m in messages) // 4
+    # 320x240 screenshots: 75 image tokens each
+    return {
+        "prompt_tokens": prompt + 75 * _images(messages),
+        "completion_tokens": len(text) // 4 + 1,
+    }
 
-    def __init__(self, port: int = ENDPOINT_PORT) -> None:
+
+class Endpoint:
+    """The endpoint on 127.0.0.1:`port`, in a thread; `calls` counts by role.
+
+    `model_url`: the served tiny model's chat completions URL, which gets every request
+    (as sent, for one token) and whose `usage` the reply carries; None: estimated."""
+
+    def __init__(
+        self, port: int = ENDPOINT_PORT, model_url: str | None = None, model: str = ""
+    ) -> None:
+        import httpx
+
         self.calls: Counter[str] = Counter()
         lock = threading.Lock()
         calls = self.calls
+        client = httpx.Client(timeout=120) if model_url else None
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -185,11 +211,13 @@ class Endpoint:
                 role, text = reply(messages)
                 with lock:
                     calls[role] += 1
-                prompt = sum(len(_text(m["content"])) for m in messages) // 4
-                usage = {
-                    "prompt_tokens": prompt + 75 * _images(messages),  # 320x240: 75 image tokens
-                    "completion_tokens": len(text) // 4 + 1,
-                }
+                usage = estimated_usage(messages, text)
+                if client is not None:
+                    served = client.post(model_url, json={**body, "model": model, "max_tokens": 1})
+                    if served.status_code != 200:  # refused by a real server: so is the call
+                        self._send(served.status_code, {"error": served.text[:2000]})
+                        return
+                    usage["prompt_tokens"] = served.json()["usage"]["prompt_tokens"]
                 usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
                 choice = {"index": 0, "finish_reason": "stop",
                           "message": {"role": "assistant", "content": text}}  # fmt: skip
@@ -218,6 +246,52 @@ class Endpoint:
         self._thread.join(timeout=5)
 
 
+@contextlib.contextmanager
+def served_tiny_model(folder: Path, log_path: Path) -> Iterator[str]:
+    """A tiny random Qwen3-VL behind `transformers serve` on MODEL_PORT; yields its path
+    (the model name the server wants). Killed on exit."""
+    import httpx
+
+    from rmsweb.models.config import TinySize
+    from rmsweb.models.tiny import save_tiny_model
+
+    corpus = [*site.pages().values(), *(t.question for t in site.site_tasks())]
+    save_tiny_model(folder, "qwen3_vl", corpus, 600, TinySize(), seed=0)
+    args = [sys.executable, "-m", "rmsweb.models.processor", "serve", str(folder), "--device",
+            "cpu", "--host", site.HOST, "--port", str(MODEL_PORT)]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + READY_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"the served model exited {proc.returncode}:\n{log_path.read_text()[-3000:]}"
+                )
+            try:
+                if (
+                    httpx.get(f"http://{site.HOST}:{MODEL_PORT}/health", timeout=1).status_code
+                    == 200
+                ):
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the served model was not ready in {READY_S} s:\n{log_path.read_text()[-3000:]}"
+                )
+            time.sleep(0.2)
+        yield str(folder)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -234,8 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--target", default=TARGET, help="DVC stage to reproduce (with its upstream).")
     ap.add_argument("--force", action="store_true", help="Rerun every stage (dvc repro -f).")
+    ap.add_argument(
+        "--no-model", action="store_true", help="No served tiny model behind the endpoint."
+    )
     args = ap.parse_args(argv)
-    busy = [p for p in (site.PORT, ENDPOINT_PORT) if not port_free(p)]
+    busy = [p for p in (site.PORT, ENDPOINT_PORT, MODEL_PORT) if not port_free(p)]
     if busy:
         print(f"rehearsal: port(s) {busy} on {site.HOST} are in use; the spec names them "
               "(experiments/paper-8b-rehearsal.yaml). Stop what holds them and rerun.",
@@ -250,10 +327,20 @@ def main(argv: list[str] | None = None) -> int:
         "TRANSFORMERS_OFFLINE": "1",
     }
     cmd = ["dvc", "repro", *(["--force"] if args.force else []), args.target]
-    with tempfile.TemporaryDirectory(prefix="rmsweb-rehearsal-") as tmp:
-        shop = StaticServer(site.render_site(Path(tmp) / "site"), host=site.HOST, port=site.PORT)
-        endpoint = Endpoint()
-        start = time.perf_counter()
+    start = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rmsweb-rehearsal-")))
+        model_url, model = None, ""
+        if not args.no_model:
+            model = stack.enter_context(served_tiny_model(tmp / "served-model", tmp / "serve.log"))
+            model_url = f"http://{site.HOST}:{MODEL_PORT}/v1/chat/completions"
+            print(
+                f"rehearsal: tiny Qwen3-VL served in {time.perf_counter() - start:.0f} s",
+                flush=True,
+            )
+        env["RMSWEB_JUDGE_CACHE"] = str(tmp / "judge-cache")  # every run asks its judges
+        shop = StaticServer(site.render_site(tmp / "site"), host=site.HOST, port=site.PORT)
+        endpoint = Endpoint(model_url=model_url, model=model)
         try:
             print(f"rehearsal: site {shop.origin}, endpoint http://{site.HOST}:{ENDPOINT_PORT}/v1; "
                   f"{' '.join(cmd)} (RMSWEB_TORCHRUN={TORCHRUN!r})", flush=True)  # fmt: skip

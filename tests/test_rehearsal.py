@@ -112,7 +112,9 @@ def test_first_error_judge_names_the_oracles_step_and_action() -> None:
     # control: the gold path has no wrong step
     gold = _episode(task, [(HOME, "click(4)"), (PRODUCTS, "click(8)")])
     prompt = FIRST_ERROR_PROMPT.format(instruction=task.question, steps=render_steps(gold, 2000))
-    assert parse_first_error(rehearsal.reply([{"role": "user", "content": prompt}])[1], 2).step is None
+    assert (
+        parse_first_error(rehearsal.reply([{"role": "user", "content": prompt}])[1], 2).step is None
+    )
 
 
 def test_reflection_names_the_wrong_step() -> None:

@@ -117,7 +117,9 @@ def pages() -> dict[str, str]:
     """File name -> HTML of every page of the site."""
     home_links = " | ".join(_link(x) for x in ("Products", *FACTS))
     out = {
-        "index.html": _page(SITE_NAME, f"<p>Widgets and gadgets, delivered.</p>\n<nav>{home_links}</nav>"),
+        "index.html": _page(
+            SITE_NAME, f"<p>Widgets and gadgets, delivered.</p>\n<nav>{home_links}</nav>"
+        ),
         "products.html": _page(
             "Products",
             "<ul>\n"
@@ -127,7 +129,8 @@ def pages() -> dict[str, str]:
     }
     for name, price, units in PRODUCTS:
         out[_slug(name)] = _page(
-            name, f"<p>Price: {price}</p>\n<p>Stock: {units} units</p>\n{_link('Products')} {_home()}"
+            name,
+            f"<p>Price: {price}</p>\n<p>Stock: {units} units</p>\n{_link('Products')} {_home()}",
         )
     for label, (heading, lines) in FACTS.items():
         body = "\n".join(f"<p>{html.escape(line)}</p>" for line in lines)
@@ -150,7 +153,9 @@ def render_site(folder: Path) -> Path:
 def tasks_jsonl(origin: str = ORIGIN) -> str:
     """The task file's text: WebVoyager's layout (web_name, id, ques, web)."""
     return "".join(
-        json.dumps({"web_name": SITE_NAME, "id": t.id, "ques": t.question, "web": f"{origin}/index.html"})
+        json.dumps(
+            {"web_name": SITE_NAME, "id": t.id, "ques": t.question, "web": f"{origin}/index.html"}
+        )
         + "\n"
         for t in site_tasks()
     )
@@ -202,5 +207,7 @@ def wrong_link(task: SiteTask, obs_text: str) -> str | None:
 
 def fact_on_page(obs_text: str) -> str | None:
     """The value the page shows first (a price, a stock count, a fact line's value)."""
-    m = re.search(r'(?:Price|Stock|Saturday|Founded|Phone|Email):\s*([^"\n]+?)(?: units)?"', obs_text)
+    m = re.search(
+        r'(?:Price|Stock|Saturday|Founded|Phone|Email):\s*([^"\n]+?)(?: units)?"', obs_text
+    )
     return m.group(1).strip() if m else None
