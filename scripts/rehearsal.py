@@ -50,7 +50,7 @@ from rmsweb.suites import rehearsal_site as site
 ROOT = Path(__file__).resolve().parents[1]
 ENDPOINT_PORT = 18632  # fixed: the spec's teacher and judge base_url name it
 MODEL_PORT = 18633  # the tiny served model behind the endpoint
-READY_S = 240  # `transformers serve` start-up (~5 s quiet; importing alone took 40 s loaded)
+READY_S = 600  # `transformers serve` start-up: ~5 s quiet; > 240 s niced on a machine at load 14
 TARGET = "report_paper-8b-rehearsal"
 TORCHRUN = "--standalone --nproc_per_node=2"  # 2 CPU ranks on this node (gloo)
 
@@ -226,11 +226,14 @@ class Endpoint:
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and left (it asks again)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -256,7 +259,10 @@ def served_tiny_model(folder: Path, log_path: Path) -> Iterator[str]:
     from rmsweb.models.tiny import save_tiny_model
 
     corpus = [*site.pages().values(), *(t.question for t in site.site_tasks())]
-    save_tiny_model(folder, "qwen3_vl", corpus, 600, TinySize(), seed=0)
+    # 8k positions: WebJudge's verdict call carries every kept screenshot (2,287 tokens
+    # for a 3-step episode at 320x240 refused the default 2,048)
+    size = TinySize(max_position_embeddings=8192)
+    save_tiny_model(folder, "qwen3_vl", corpus, 600, size, seed=0)
     args = [sys.executable, "-m", "rmsweb.models.processor", "serve", str(folder), "--device",
             "cpu", "--host", site.HOST, "--port", str(MODEL_PORT)]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
