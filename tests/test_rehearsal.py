@@ -162,25 +162,28 @@ class _Teacher:
 def _play(lessons: bool, tmp_path: Path) -> dict[str, tuple[str | None, int]]:
     from rmsweb.rollout.build import build_runner
 
-    spec = load_experiment(SPEC).suite.model_copy(update={"test_fraction": 0.01})  # every task
+    with StaticServer(site.render_site(tmp_path / "site")) as shop:  # a free port
+        tasks = tmp_path / "tasks.jsonl"
+        tasks.write_text(site.tasks_jsonl(shop.origin), encoding="utf-8")
+        spec = load_experiment(SPEC).suite.model_copy(
+            update={"tasks_file": str(tasks), "private_origins": [shop.origin],
+                    "test_fraction": 0.01}  # every task in train
+        )  # fmt: skip
 
-    async def go() -> list:
-        runner = build_runner(spec, run="t", stage="collect", progress=False, contexts=1)
-        sink = MemorySink()
-        async with runner:
-            tasks = runner.suite.task_ids("train")
-            await runner.run(_Teacher(lessons), tasks, [0], sink, split="train")
-        return sink.records
+        async def go() -> list:
+            runner = build_runner(spec, run="t", stage="collect", progress=False, contexts=1)
+            sink = MemorySink()
+            async with runner:
+                ids = runner.suite.task_ids("train")
+                await runner.run(_Teacher(lessons), ids, [0], sink, split="train")
+            return sink.records
 
-    with StaticServer(site.render_site(tmp_path / "site"), host=site.HOST, port=site.PORT):
         records = asyncio.run(go())
     return {r.episode.task_id: (r.episode.answer, r.episode.n_steps) for r in records}
 
 
 @pytest.mark.browser
 def test_oracle_solves_every_task_and_first_attempts_go_wrong(tmp_path: Path) -> None:
-    if not rehearsal.port_free(site.PORT):
-        pytest.skip(f"port {site.PORT} is in use (a rehearsal running?)")
     t0 = time.perf_counter()
     taught = _play(lessons=True, tmp_path=tmp_path)
     first = _play(lessons=False, tmp_path=tmp_path)
