@@ -14,7 +14,7 @@ export SKYPILOT_DISABLE_USAGE_COLLECTION := 1
 export RMSWEB_SKY_PYTHON := $(abspath $(SKY_VENV))/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: run test slow faults smoke readme lint chromium install
+.PHONY: run test slow faults smoke rehearsal readme lint chromium install
 
 JOBS ?= 2
 
@@ -42,6 +42,12 @@ readme:  ## paste the default experiment's and the paper study's report tables i
 
 smoke: $(STAMP) chromium  ## every stage on a CI-sized experiment (a few minutes)
 	dvc repro report_smoke
+
+# paper-8b's shape on CPU (experiments/paper-8b-rehearsal.yaml): the wrapper serves the local
+# site and the scripted teacher/judge endpoint on 127.0.0.1, runs sft and rl under torchrun
+# with 2 gloo ranks and stops the servers when dvc ends. REHEARSAL_ARGS=--force reruns all.
+rehearsal: $(STAMP) chromium  ## the paper-scale path rehearsed on CPU (<= 10 minutes)
+	python scripts/rehearsal.py $(REHEARSAL_ARGS)
 
 lint: $(STAMP)
 	ruff check .

@@ -78,12 +78,30 @@ def _checkpointing_field(config_class: Any) -> str:
     )
 
 
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _as_parts(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with its content as a list of parts (chat templates render both alike)."""
+    content = message["content"]
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    return {**message, "content": content}
+
+
 def _row(sample: Sample, with_images: bool) -> dict[str, Any]:
     row: dict[str, Any] = {
         "prompt": sample.messages,
         "completion": [{"role": "assistant", "content": sample.completion}],
     }
     if with_images:
+        # Arrow cannot hold a column whose values are strings in one row and lists in
+        # another: the image prompt's system message (a string) beside its user message
+        # (image + text parts) failed Dataset.from_list, so every content becomes parts.
+        row = {key: [_as_parts(m) for m in messages] for key, messages in row.items()}
         from PIL import Image
 
         png = sample.screenshot_png
@@ -157,6 +175,9 @@ def train_sft(
         fp16=h.precision == "fp16",
         **{_checkpointing_field(SFTConfig): h.gradient_checkpointing},
         dataloader_pin_memory=False,  # no accelerator on CPU runs; pinning only warns
+        # Under torchrun on CPU, accelerate makes the Trainer data-parallel (gloo DDP) only
+        # when told it is a CPU run; otherwise every rank trained alone on all the data.
+        use_cpu=not _cuda_available(),
         report_to=[],
         seed=h.seed,
         data_seed=h.seed,
