@@ -53,38 +53,11 @@ def replay_rl(
 ) -> list[int]:
     """Train as the rl stage does, saving the policy at each checkpoint step under
     `snapshots`; returns those steps. `work_dir` holds the trainer's own checkpoints."""
-    import torch
-
-    from rmsweb.agents.build import prompt_config
-    from rmsweb.errors import UserError
     from rmsweb.models.config import lora_kwargs
-    from rmsweb.models.load import load_model
-    from rmsweb.models.threads import torch_threads
-    from rmsweb.store.reader import read_rows
-    from rmsweb.train.salvage_ds.stage import hyper_from_spec, trainer_class
-    from rmsweb.train.salvage_ds.states import state_from_row
+    from rmsweb.train.salvage_ds.stage import load_inputs, trainer_class
 
-    rl, m = spec.rl, spec.model
-    torch.set_num_threads(torch_threads(rl.torch_threads))
-    loaded = load_model(
-        sft_model,
-        dtype="float32" if m.kind == "tiny" else m.dtype,
-        device="auto",
-        trust_remote_code=getattr(m, "trust_remote_code", False),
-    )
-    prompt = prompt_config(m)
-    rows = read_rows(mine_dir, "mined_states")
-    if not rows:
-        raise UserError(f"no mined states in {mine_dir}: the rl stage had nothing to train on.")
-    screenshots = None
-    if prompt.screenshot:
-        screenshots = {s.sha256: s.png for s in read_rows(mine_dir, "screenshots")}
-
-    def count(text: str) -> int:
-        return len(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    states = [state_from_row(row, prompt, count, screenshots) for row in rows]
-    hyper = hyper_from_spec(rl, m, seed)
+    m = spec.model
+    loaded, states, hyper = load_inputs(spec, sft_model, mine_dir, seed)
     steps = checkpoint_steps(hyper.steps, hyper.save_steps)
     trainer: Any = None
 
@@ -92,7 +65,7 @@ def replay_rl(
         if row["step"] in steps:  # the trainer has just saved this step's checkpoint
             save_snapshot(trainer, loaded.processor, snapshot_dir(snapshots, row["step"]))
 
-    trainer = trainer_class(rl.kind)(
+    trainer = trainer_class(spec.rl.kind)(
         loaded.model,
         loaded.tokenizer,
         states,

@@ -156,26 +156,28 @@ def trainer_class(kind: str) -> type[SalvageDSTrainer]:
     return SalvageDSTrainer
 
 
-def main(io: StageIO) -> None:
+def model_dtype(model: Any) -> str:
+    """fp32 for the tiny CPU models, the spec's dtype otherwise."""
+    return "float32" if model.kind == "tiny" else model.dtype
+
+
+def load_inputs(spec: Any, sft_model: Path, mine_dir: Path, seed: int) -> tuple[Any, list, RLHyper]:
+    """The rl stage's inputs: the SFT model (torch threads set first), the mined states
+    as trainer states and the hyperparameters. Shared with rmsweb/evalckpt's replay, which
+    must set the run up exactly as this stage does to end on the same weights."""
     import torch
 
     from rmsweb.agents.build import prompt_config
     from rmsweb.models.load import load_model
     from rmsweb.models.threads import torch_threads
     from rmsweb.store.reader import read_rows
-    from rmsweb.train.salvage_ds import ranks
     from rmsweb.train.salvage_ds.states import state_from_row
 
-    spec = io.spec
     rl, m = spec.rl, spec.model
     torch.set_num_threads(torch_threads(rl.torch_threads))  # models/threads.py
-    ranks.init_from_env()  # under torchrun: gradients summed over the ranks (ranks.py)
-    mine_dir = io.input("mine")
-    sft_model = io.input("sft") / "model"
-    dtype = "float32" if m.kind == "tiny" else m.dtype
     loaded = load_model(
         sft_model,
-        dtype=dtype,
+        dtype=model_dtype(m),
         device="auto",
         trust_remote_code=getattr(m, "trust_remote_code", False),
     )
@@ -194,7 +196,18 @@ def main(io: StageIO) -> None:
         return len(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     states = [state_from_row(row, prompt, count, screenshots) for row in rows]
-    hyper = hyper_from_spec(rl, m, io.train_seed)
+    return loaded, states, hyper_from_spec(rl, m, seed)
+
+
+def main(io: StageIO) -> None:
+    from rmsweb.train.salvage_ds import ranks
+
+    spec = io.spec
+    rl, m = spec.rl, spec.model
+    ranks.init_from_env()  # under torchrun: gradients summed over the ranks (ranks.py)
+    sft_model = io.input("sft") / "model"
+    dtype = model_dtype(m)
+    loaded, states, hyper = load_inputs(spec, sft_model, io.input("mine"), io.train_seed)
     lora = lora_kwargs(m.lora)
     work_dir = checkpoint_dir(io.spec, "rl", io.out / "checkpoints", inputs=io.inputs, seed=io.seed)
     io.out.mkdir(parents=True, exist_ok=True)
