@@ -8,7 +8,9 @@
 #
 # Needs `dvc repro sft-s0_miniwob-cpu mine-s0_miniwob-cpu` first. Output: runs/tune/NAME/
 # and one line: NAME val_success ... reward first -> last ... accepted ... wall seconds.
-# Environment: SFT=dir (default runs/sft/miniwob-cpu/s0), MINE=dir (default
+# Environment: SPEC=file (default experiments/miniwob-cpu.yaml; e.g. an arm of the paper
+# study such as experiments/miniwob-cpu-paper-sftctl.yaml, whose stages share seed 0's
+# SFT and mined states), SFT=dir (default runs/sft/miniwob-cpu/s0), MINE=dir (default
 # runs/mine/miniwob-cpu/s0); MINE=new reruns the mine stage with the overrides into
 # runs/tune/NAME/mine (for mine.* settings), MINE=runs/tune/OTHER/mine reuses one.
 set -euo pipefail
@@ -18,30 +20,32 @@ name=$1
 shift
 d=runs/tune/$name
 mkdir -p "$d"
-python - "$d/params.yaml" "$@" <<'PY'
+exp=$(python - "$d/params.yaml" "${SPEC:-experiments/miniwob-cpu.yaml}" "$@" <<'PY'
 import sys
 from pathlib import Path
 
 from rmsweb.compile.dvcfile import render_params_yaml
 from rmsweb.spec import load_experiment
 
-out, overrides = sys.argv[1], sys.argv[2:]
-spec = load_experiment(Path("experiments/miniwob-cpu.yaml"), [*overrides, "eval.splits=[val]"])
+out, spec_file, overrides = sys.argv[1], sys.argv[2], sys.argv[3:]
+spec = load_experiment(Path(spec_file), [*overrides, "eval.splits=[val]"])
 Path(out).write_text(render_params_yaml([spec]))
+print(spec.name)
 PY
+)
 start=$(date +%s)
 sft=${SFT:-runs/sft/miniwob-cpu/s0}
 mine=${MINE:-runs/mine/miniwob-cpu/s0}
 if [ "$mine" = new ]; then
   mine=$d/mine
-  rmsweb mine --exp miniwob-cpu --params "$d/params.yaml" --seed 0 \
+  rmsweb mine --exp "$exp" --params "$d/params.yaml" --seed 0 \
     --in sft="$sft" --in collect=runs/collect/miniwob-cpu \
     --out "$mine" --metrics "$d/mine.json" > "$d/mine.log" 2>&1
 fi
-rmsweb rl --exp miniwob-cpu --params "$d/params.yaml" --seed 0 \
+rmsweb rl --exp "$exp" --params "$d/params.yaml" --seed 0 \
   --in mine="$mine" --in sft="$sft" \
   --out "$d/rl" --metrics "$d/rl.json" > "$d/rl.log" 2>&1
-rmsweb eval --exp miniwob-cpu --params "$d/params.yaml" --policy rl --seed 0 \
+rmsweb eval --exp "$exp" --params "$d/params.yaml" --policy rl --seed 0 \
   --in policy="$d/rl" --out "$d/eval" --metrics "$d/eval.json" > "$d/eval.log" 2>&1
 python - "$name" "$d" "$(($(date +%s) - start))" <<'PY'
 import json
