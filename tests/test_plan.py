@@ -107,3 +107,22 @@ def test_validate_refuses_a_stage_that_cannot_fit(tmp_path: Path) -> None:
         CliRunner().invoke(app, ["plan", str(ROOT / "experiments" / "paper-8b.yaml")]).exit_code
         == 0
     )
+
+
+def test_rl_time_counts_replicated_sampling_once_per_rank_and_splits_the_update() -> None:
+    from rmsweb.models.flops import rollout_flops, train_flops
+
+    spec = _spec("paper-8b.yaml")
+    rl = next(s for s in P.plan(spec).stages if s.stage == "rl")
+    d = P.model_dims(spec)
+    patches, img = P.image_tokens(spec)
+    prompt = spec.model.prompt.max_prompt_tokens + img
+    new = spec.model.prompt.max_new_tokens
+    n = spec.rl.steps * spec.rl.batch_size
+    rollout = n * rollout_flops(d.shape, prompt, new, patches)
+    update = n * train_flops(d.shape, prompt + new, new, patches)
+    assert rl.flops == pytest.approx(rollout + update)
+    # 8 ranks: each samples every sequence, each updates on 1/8 of them
+    assert rl.hours == pytest.approx((rollout + update / 8) / (989.4e12 * 0.35) / 3600)
+    assert rl.usd == pytest.approx(rl.hours * 8 * 2.50)
+    assert "samples all 128 sequences" in rl.notes[-1]

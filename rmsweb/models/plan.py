@@ -41,8 +41,9 @@ from rmsweb.models.flops import (
     DATASHEET_TFLOPS,
     KNOWN_MODELS,
     Shape,
-    rl_flops,
+    rollout_flops,
     sft_flops,
+    train_flops,
     shape_from_config,
 )
 
@@ -265,7 +266,10 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
     # ------------------------------------------------------------------ rl
     r = spec.rl
     if r is not None and getattr(r, "kind", None) != "continued_sft":
-        seqs = r.batch_size  # RL ranks are independent copies: each runs the whole batch
+        # Every rank samples the whole batch (ranks.py: sampling is not split yet), then
+        # runs the loss-and-backward of its 1/gpus share; the summed gradients make one step.
+        seqs = r.batch_size
+        share = math.ceil(seqs / gpus)
         micro = min(r.micro_batch_size or seqs, seqs)
         total = prompt + new
         kv = kv_bytes_per_token(d, w)
@@ -299,10 +303,15 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
             rl_peak(micro, rl_act) + ref,
         )
         rl.notes.append(
-            f"micro-batch {micro} of {seqs} sequences; the {gpus} ranks run independent copies "
-            "(no gradient all-reduce yet): time is one GPU's"
+            f"micro-batch {micro}; each of the {gpus} ranks samples all {seqs} sequences and "
+            f"updates on its {share} (gradients summed): time is sampling + 1/{gpus} of the update"
         )
-        timed(rl, r.steps * rl_flops(d.shape, seqs, prompt, new, patches), 1)
+        rollout = r.steps * seqs * rollout_flops(d.shape, prompt, new, patches)
+        update = r.steps * seqs * train_flops(d.shape, prompt + new, new, patches)
+        # Sampling is replicated, so it runs at one GPU's speed; the update is split.
+        timed(rl, rollout + update, 1)
+        rl.hours = (rollout + update / gpus) / (peak_flops * mfu) / 3600
+        rl.usd = rl.hours * gpus * price
         one = rl_peak(1, activation_bytes_per_token(d, w, True)) - weights - state - vllm
         if vllm and vllm - weights < sampler.max_model_len * kv:
             rl.problem = (

@@ -7,7 +7,8 @@ benchmarks/sft_throughput.py, two copies side by side, ran 1.7x faster as a pair
 1 thread each than at 2. The scheduler (rmsweb/pipeline.py) therefore hands each
 stage `cores // jobs` threads in RMSWEB_STAGE_THREADS (and OMP_NUM_THREADS, which
 the eval and mine stages' torch reads at start-up); a `torch_threads` set in the
-spec still wins.
+spec still wins. Under torchrun the stage's share is split between the ranks on the
+node (LOCAL_WORLD_SIZE): 2 gloo ranks on 2 cores take 1 thread each, not 2.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from rmsweb.pipeline import STAGE_THREADS_ENV
 
 
 def torch_threads(configured: int | None) -> int:
-    """The spec's `torch_threads`; else the scheduler's share; else every core."""
+    """The spec's `torch_threads`; else the scheduler's share (or every core), divided
+    between the ranks torchrun started on this node."""
     if configured:
         return configured
     share = os.environ.get(STAGE_THREADS_ENV, "")
-    if share.isdigit() and int(share) > 0:
-        return int(share)
-    return os.cpu_count() or 1
+    cores = int(share) if share.isdigit() and int(share) > 0 else (os.cpu_count() or 1)
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    ranks = int(local) if local.isdigit() and int(local) > 0 else 1
+    return max(1, cores // ranks)

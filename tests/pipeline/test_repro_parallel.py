@@ -164,8 +164,16 @@ def test_a_stage_takes_the_spec_then_the_schedulers_thread_count(
 
     monkeypatch.setattr(os, "cpu_count", lambda: 6)
     monkeypatch.delenv("RMSWEB_STAGE_THREADS", raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     assert torch_threads(None) == 6
     monkeypatch.setenv("RMSWEB_STAGE_THREADS", "3")
     assert (torch_threads(None), torch_threads(2)) == (3, 2)
     monkeypatch.setenv("RMSWEB_STAGE_THREADS", "junk")
     assert torch_threads(None) == 6
+    # torchrun's ranks on one node split the stage's share (never below 1 thread)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert torch_threads(None) == 3
+    monkeypatch.setenv("RMSWEB_STAGE_THREADS", "2")
+    assert (torch_threads(None), torch_threads(4)) == (1, 4)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert torch_threads(None) == 1
