@@ -43,8 +43,8 @@ from rmsweb.models.flops import (
     Shape,
     rollout_flops,
     sft_flops,
-    train_flops,
     shape_from_config,
+    train_flops,
 )
 
 GIB = 2**30
