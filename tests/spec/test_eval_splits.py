@@ -52,7 +52,9 @@ RL_ARM_ABLATES = {
     "dapo": {"kind"},
     "partial": {"reward"},
     "noanchor": set(),  # a SalvageDS-only field (anchor_weight), outside the shared ones
-    "sftctl": {"kind", "learning_rate"},  # its learning rate is chosen on val, as SFT's
+    # its learning rate is chosen on val, as SFT's; the SFT loss has no KL term, so the
+    # control leaves beta at 0 (continued_sft.py never reads it)
+    "sftctl": {"kind", "learning_rate", "beta"},
     "canary": {"reward"},  # only reward.invert, checked below
 }
 
