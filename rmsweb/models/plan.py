@@ -197,9 +197,10 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
     prompt = p.max_prompt_tokens + img
     new = p.max_new_tokens
 
-    def timed(stage: StagePlan, flops: float, gpus_used: int) -> None:
-        stage.flops = flops
-        stage.hours = flops / (gpus_used * peak_flops * mfu) / 3600
+    def timed(stage: StagePlan, flops: float, gpus_used: int, replicated: float = 0.0) -> None:
+        """`flops` split over `gpus_used`; `replicated` more that every GPU runs whole."""
+        stage.flops = flops + replicated
+        stage.hours = (flops / gpus_used + replicated) / (peak_flops * mfu) / 3600
         stage.usd = stage.hours * gpus * price  # every GPU of the cluster is paid for
 
     def needs_sharding(stage: StagePlan, one: float) -> bool:
@@ -308,10 +309,7 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
         )
         rollout = r.steps * seqs * rollout_flops(d.shape, prompt, new, patches)
         update = r.steps * seqs * train_flops(d.shape, prompt + new, new, patches)
-        # Sampling is replicated, so it runs at one GPU's speed; the update is split.
-        timed(rl, rollout + update, 1)
-        rl.hours = (rollout + update / gpus) / (peak_flops * mfu) / 3600
-        rl.usd = rl.hours * gpus * price
+        timed(rl, update, gpus, replicated=rollout)  # sampling runs whole on every rank
         one = rl_peak(1, activation_bytes_per_token(d, w, True)) - weights - state - vllm
         if vllm and vllm - weights < sampler.max_model_len * kv:
             rl.problem = (
