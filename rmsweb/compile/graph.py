@@ -216,8 +216,9 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             reads += [Read("model.prompt"), Read("model.backend")]
             for seed, source in trained[policy.source].items():
                 evals.append(add("eval", reads, {"policy": source}, policy.name, seed))
-            if getattr(policy, "every_checkpoint", False):
-                evals += _checkpoint_evals(add, policy.name, trained)
+            curve_seeds = policy.checkpoint_seeds(spec.seeds) if policy.source == "rl" else []
+            if curve_seeds:
+                evals += _checkpoint_evals(add, policy.name, trained, curve_seeds)
             continue
         if policy.kind == "openai":
             reads.append(Read("model.prompt"))
@@ -247,9 +248,13 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
 
 
 def _checkpoint_evals(
-    add: Callable[..., Stage], policy: str, trained: dict[str, dict[int, Stage]]
+    add: Callable[..., Stage],
+    policy: str,
+    trained: dict[str, dict[int, Stage]],
+    seeds: list[int],
 ) -> list[Stage]:
-    """`evalckpt`, one per training seed: SFT (step 0) and every RL checkpoint on val.
+    """`evalckpt`, one per training seed of `seeds`: SFT (step 0) and every RL checkpoint
+    on val.
 
     It replays the RL run (the rl stage keeps no checkpoints: rmsweb/evalckpt/replay.py),
     so it reads what the rl stage reads, and what a val eval reads (suite, browser,
@@ -271,6 +276,7 @@ def _checkpoint_evals(
             seed,
         )
         for seed, rl in trained["rl"].items()
+        if seed in seeds
     ]
 
 

@@ -192,6 +192,7 @@ def paired_difference(
     samples: int = BOOTSTRAP_SAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> Difference:
+    episodes_a, episodes_b = common_training_seeds(episodes_a, episodes_b)
     ua, ub = _units(episodes_a), _units(episodes_b)
     shared = sorted(set(ua) & set(ub))
     if not shared:
@@ -242,6 +243,26 @@ def paired_difference(
         s_high,
         seed_differences(episodes_a, episodes_b),
         seed_steps_ratios(episodes_a, episodes_b),
+    )
+
+
+def common_training_seeds(
+    episodes_a: Sequence[Episode], episodes_b: Sequence[Episode]
+) -> tuple[list[Episode], list[Episode]]:
+    """Both arms' episodes on the training seeds both have, when both are trained.
+
+    A study may train some arms on more seeds than others (the paper study: SFT, the
+    full recipe and the controls on 5, the other arms on 3). A paired difference then
+    uses the shared seeds only, so each unit compares runs from the same initial models,
+    not a 5-seed average with a 3-seed one. An untrained arm (seed None) pairs with all.
+    """
+    seeds_a, seeds_b = {e.train_seed for e in episodes_a}, {e.train_seed for e in episodes_b}
+    if None in seeds_a or None in seeds_b:
+        return list(episodes_a), list(episodes_b)
+    both = seeds_a & seeds_b
+    return (
+        [e for e in episodes_a if e.train_seed in both],
+        [e for e in episodes_b if e.train_seed in both],
     )
 
 

@@ -57,17 +57,36 @@ class CheckpointPolicy(_Policy):
         default_factory=TokenPrices,
         description="Token prices of serving this checkpoint, for the report's cost per task.",
     )
-    every_checkpoint: bool = Field(
+    every_checkpoint: bool | list[int] = Field(
         False,
         description="RL only: also evaluate SFT (step 0) and every RL checkpoint "
-        "(rl.save_steps) on the val split, per training seed, for the report's 'val "
-        "success per RL checkpoint'. Its own stage (evalckpt) replays the RL run to keep "
-        "the checkpoints: per seed one more RL run plus one val eval per checkpoint.",
+        "(rl.save_steps) on the val split, for the report's 'val success per RL "
+        "checkpoint'. true: every training seed; a list: those training seeds only (each "
+        "one of `seeds`; a study that adds seeds for its intervals need not pay for their "
+        "curves). Its own stage (evalckpt) replays the RL run to keep the checkpoints: per "
+        "seed one more RL run plus one val eval per checkpoint.",
     )
+
+    def checkpoint_seeds(self, seeds: list[int]) -> list[int]:
+        """The training seeds (of `seeds`, the experiment's) whose RL curve is evaluated."""
+        if self.every_checkpoint is True:
+            return list(seeds)
+        if self.every_checkpoint is False:
+            return []
+        return [s for s in seeds if s in self.every_checkpoint]
 
     @model_validator(mode="after")
     def _every_checkpoint_is_rl(self) -> CheckpointPolicy:
-        if self.every_checkpoint and self.source != "rl":
+        if isinstance(self.every_checkpoint, list) and (
+            not self.every_checkpoint
+            or len(set(self.every_checkpoint)) != len(self.every_checkpoint)
+        ):
+            raise SpecFieldError(
+                "every_checkpoint",
+                "a list names the training seeds whose RL curve is evaluated: give at least "
+                "one, each once (or true for every seed, false for none).",
+            )
+        if self.every_checkpoint is not False and self.source != "rl":
             raise SpecFieldError(
                 "every_checkpoint",
                 "only an rl policy has checkpoints to evaluate (SFT's curve is its loss, "

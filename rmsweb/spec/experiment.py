@@ -104,6 +104,20 @@ class ExperimentSpec(SpecModel):
         return self
 
     @model_validator(mode="after")
+    def _curve_seeds_are_training_seeds(self) -> ExperimentSpec:
+        for i, policy in enumerate(self.eval.policies):
+            listed = getattr(policy, "every_checkpoint", False)
+            if isinstance(listed, list) and not set(listed) <= set(self.seeds):
+                extra = sorted(set(listed) - set(self.seeds))
+                raise SpecFieldError(
+                    f"eval.policies.{i}.every_checkpoint",
+                    f"seeds {extra} are not training seeds of this experiment (seeds: "
+                    f"{self.seeds}), so they have no RL run to evaluate. Fix: list training "
+                    "seeds only, or true for all of them.",
+                )
+        return self
+
+    @model_validator(mode="after")
     def _sampler_has_lora(self) -> ExperimentSpec:
         if self.rl.sampler.kind == "vllm" and not self.model.lora.enabled:
             raise SpecFieldError(

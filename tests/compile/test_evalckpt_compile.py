@@ -1,5 +1,5 @@
-"""`every_checkpoint` on an rl policy adds one evalckpt stage per training seed, and
-nothing else moves: the paper study and its canary opt in, the default job and the other
+"""`every_checkpoint` on an rl policy adds one evalckpt stage per training seed it names
+(true: every seed), and nothing else moves: the paper study and its canary opt in, the default job and the other
 arms do not, and every stage that existed before keeps its name, cmd, deps, params and
 outs (only the opted-in reports gain the new inputs)."""
 
@@ -16,7 +16,7 @@ from rmsweb.cli import app
 from rmsweb.compile import compile_project, load_project
 from rmsweb.spec import SpecErrors, load_experiment
 
-OPT_IN = ", every_checkpoint: true}"
+OPT_IN = ", every_checkpoint: [0, 1, 2]}"
 OPTED = ("miniwob-cpu-paper", "miniwob-cpu-paper-canary")
 NEW = {f"evalckpt-rl-s{seed}_{exp}" for exp in OPTED for seed in (0, 1, 2)}
 
@@ -108,3 +108,37 @@ def test_every_checkpoint_is_for_rl_policies_only(tmp_path: Path) -> None:
     assert err.pos.line == 4
     spec.write_text(spec.read_text().replace("sft, source: sft", "rl, source: rl"))
     assert load_experiment(spec).eval.policies[0].every_checkpoint  # the control
+
+
+def test_a_seed_list_limits_the_curves_to_those_seeds(repo_root: Path) -> None:
+    """The paper study trains SFT, the full recipe and the controls on 5 seeds, and pays
+    for the RL curve on the first 3 only: seeds 3 and 4 get rl and eval stages, no
+    evalckpt."""
+    names = {s.name for s in load_project(repo_root).stages}
+    for exp in OPTED:
+        for seed in (3, 4):
+            assert {f"rl-s{seed}_{exp}", f"eval-rl-s{seed}_{exp}"} <= names
+            assert f"evalckpt-rl-s{seed}_{exp}" not in names
+
+
+@pytest.mark.parametrize(
+    ("listed", "expected"),
+    [
+        ("[0, 5]", "seeds [5] are not training seeds"),
+        ("[]", "at least one"),
+        ("[1, 1]", "each once"),
+    ],
+)
+def test_a_seed_list_names_training_seeds(tmp_path: Path, listed: str, expected: str) -> None:
+    spec = tmp_path / "x.yaml"
+    spec.write_text(
+        "name: x\nseeds: [0, 1]\neval:\n  policies:\n"
+        f"    - {{kind: checkpoint, name: rl, source: rl, every_checkpoint: {listed}}}\n"
+    )
+    with pytest.raises(SpecErrors) as exc:
+        load_experiment(spec)
+    err = exc.value.errors[0]
+    assert err.key == "eval.policies.0.every_checkpoint" and expected in err.message
+    spec.write_text(spec.read_text().replace(listed, "[1]"))  # the control
+    policy = load_experiment(spec).eval.policies[0]
+    assert policy.checkpoint_seeds([0, 1]) == [1]

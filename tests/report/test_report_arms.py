@@ -38,9 +38,9 @@ def test_one_seed_has_no_seed_interval() -> None:
 
 def test_paired_difference_is_the_seed_averaged_unit_difference() -> None:
     # A (2 seeds) solves units 0-3 in seed 0 and 0-1 in seed 1: per-unit 1, 1, .5, .5 -> 0.75.
-    # B (1 seed) solves units 0-1: per-unit 1, 1, 0, 0 -> 0.5. Difference 0.25.
+    # B (2 seeds) solves units 0-1 in both: per-unit 1, 1, 0, 0 -> 0.5. Difference 0.25.
     a = [ep("e/a", s, "t", u, u < (4 if s == 0 else 2)) for s in (0, 1) for u in range(4)]
-    b = [ep("e/b", 0, "t", u, u < 2) for u in range(4)]
+    b = [ep("e/b", s, "t", u, u < 2) for s in (0, 1) for u in range(4)]
     d = paired_difference("e/a", "e/b", a, b, samples=500)
     assert d.units == 4 and d.diff == pytest.approx(0.25)
     assert d.low <= 0.25 <= d.high
@@ -48,6 +48,23 @@ def test_paired_difference_is_the_seed_averaged_unit_difference() -> None:
     # Half the units have difference 0: a resample of only those (p = 1/16 > 2.5%) gives 0,
     # so the interval reaches 0 and the arms are not called different.
     assert d.low == 0 and d.verdict == "no difference shown (interval contains 0)"
+
+
+def test_arms_on_different_seeds_pair_on_the_seeds_they_share() -> None:
+    # A trained on seeds 0-4 solves everything on 0-2 and nothing on 3-4; B, on seeds 0-2
+    # only, solves half. On the shared seeds A - B = 1 - 0.5 = +0.5 for every seed; mixing
+    # A's 5-seed average (0.6) with B's 3-seed one would say +0.1.
+    a = [ep("e/a", s, "t", u, s < 3) for s in range(5) for u in range(4)]
+    b = [ep("e/b", s, "t", u, u < 2) for s in range(3) for u in range(4)]
+    d = paired_difference("e/a", "e/b", a, b, samples=300)
+    assert d.diff == pytest.approx(0.5)
+    assert [s for s, _ in d.per_seed] == [0, 1, 2]
+    assert all(x == pytest.approx(0.5) for _, x in d.per_seed)
+    # An untrained arm (seed None) still pairs with every seed of the other.
+    teacher = [ep("e/teacher", None, "t", u, u < 2) for u in range(4)]
+    assert paired_difference("e/a", "e/teacher", a, teacher, samples=300).diff == pytest.approx(
+        0.6 - 0.5
+    )
 
 
 def test_a_clear_gap_is_called_and_a_tie_is_not() -> None:
