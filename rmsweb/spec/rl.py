@@ -212,6 +212,18 @@ class ContinuedSFT(_RLBase):
 
     kind: Literal["continued_sft"] = "continued_sft"
 
+    @model_validator(mode="after")
+    def _no_kl(self) -> ContinuedSFT:
+        # The SFT loss has no KL term: a beta here would be silently ignored, and a
+        # control copied from the full recipe (beta 0.04) would look KL-regularised.
+        if self.beta != 0:
+            raise SpecFieldError(
+                "beta",
+                "continued_sft trains with the SFT loss, which has no KL term, so beta would "
+                "be ignored. Fix: set beta: 0 (tune the control's learning_rate instead).",
+            )
+        return self
+
 
 RLSpec = Annotated[
     GRPO | DAPODynamicSampling | SalvageDS | ContinuedSFT, Field(discriminator="kind")
