@@ -4,7 +4,9 @@
    (1 for critical, the wrong fraction of the samples for fragile).
 2. Identical states are stored once: the state id hashes what the prompt is built
    from (task, instruction, page text, screenshot, earlier actions and errors). Of
-   duplicates the highest weight wins, critical before fragile on ties.
+   duplicates the highest weight wins, critical before fragile on ties, then the
+   lowest (episode id, step): not the first stored, since a resumed or multi-node run
+   stores the same rollouts in another order (its samples' outputs may differ).
 3. `max_states` keeps the mined states of highest weight (ties: critical first,
    then by state id, so the choice is deterministic), leaving room for the routine
    share: at most floor(max_states x (1 - routine_fraction)) of them.
@@ -114,12 +116,13 @@ def routine_rows(kept: Iterable[EpisodeRecord]) -> list[MinedStateRow]:
     return rows
 
 
-def _rank(row: MinedStateRow) -> tuple[float, int, str]:
-    return (-row.weight, SOURCE_ORDER[row.source], row.state_id)
+def _rank(row: MinedStateRow) -> tuple[float, int, str, str, int]:
+    return (-row.weight, SOURCE_ORDER[row.source], row.state_id, row.episode_id, row.step)
 
 
 def dedupe(rows: Iterable[MinedStateRow]) -> list[MinedStateRow]:
-    """One row per state id: the highest weight, critical before fragile on ties."""
+    """One row per state id: the highest weight, critical before fragile on ties, then
+    the lowest (episode id, step), whatever order the rows come in."""
     best: dict[str, MinedStateRow] = {}
     for row in rows:
         cur = best.get(row.state_id)

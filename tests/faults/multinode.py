@@ -12,11 +12,15 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from rmsweb.store.reader import read_records, read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 CLOCK_COLUMNS = {"started_at", "wall_s"}
+# Columns of any table that depend on the clock or the machine's load (tables() leaves
+# them out): an episode rerun after an environment error (a browser hung) counts it.
+TABLE_CLOCK_COLUMNS = CLOCK_COLUMNS | {"latency_s", "created_at", "env_retries"}
 WORKER = [sys.executable, "-m", "rmsweb", "worker"]
 
 
@@ -126,3 +130,36 @@ def started(folder: Path) -> dict[tuple[str, int], float]:
         key = (e.task_id, e.seed)
         first[key] = min(first.get(key, e.started_at), e.started_at)
     return first
+
+
+def tables(out: Path) -> dict[str, list[dict]]:
+    """Every table of run `out`: its rows without the clock, sorted (duplicates kept). A
+    step's url loses its port: each process serves the task pages on a port of its own."""
+    from rmsweb.store.schemas import TABLES
+
+    found: dict[str, list[dict]] = {}
+    for table in TABLES:
+        if not (out / table).is_dir():
+            continue
+        stored = []
+        for row in read_rows(out, table):
+            values = {k: v for k, v in asdict(row).items() if k not in TABLE_CLOCK_COLUMNS}
+            if table == "steps":
+                values["url"] = urlsplit(values["url"]).path
+            stored.append(values)
+        found[table] = sorted(stored, key=repr)
+    return found
+
+
+def fake_dvc(path: Path, remote: Path) -> Path:
+    """An executable `dvc` (for RMSWEB_DVC_BIN) whose `pull DIR...` copies each DIR from
+    `remote` into the working folder: how a worker gets the stage's inputs."""
+    path.write_text(
+        f"#!{sys.executable}\n"
+        "import shutil, sys\n"
+        "assert sys.argv[1] == 'pull', sys.argv\n"
+        "for d in sys.argv[2:]:\n"
+        f"    shutil.copytree({str(remote)!r} + '/' + d, d, dirs_exist_ok=True)\n"
+    )
+    path.chmod(0o755)
+    return path
