@@ -48,6 +48,8 @@ def main(io: StageIO) -> None:
     from rmsweb.store.reader import read_records
 
     m = io.spec.mine
+    if m.mode == "none" and node_rank() != 0:
+        return  # no rollouts to share out: the head draws the states alone
     start = time.perf_counter()
     collect_records = read_records(io.input("collect"))
     kept = kept_records(collect_records)

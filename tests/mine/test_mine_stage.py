@@ -45,6 +45,21 @@ def test_mode_none_draws_uniform_sft_states(tmp_path: Path) -> None:
     assert [r.state_id for r in read_rows(io.out, "mined_states")] == [r.state_id for r in rows]
 
 
+def test_mode_none_leaves_a_worker_node_idle(tmp_path: Path, monkeypatch) -> None:
+    """On a multi-node task only the head draws uniform states: a worker node (rank 1)
+    has no rollouts to share and must write nothing (no table, no metrics)."""
+    collect = write_collect_run(tmp_path / "runs", "x")
+    spec = {"name": "x", "mine": {"mode": "none", "max_states": 7}}
+    io = stage_io(tmp_path, spec, {"collect": collect})
+    monkeypatch.setenv("SKYPILOT_NUM_NODES", "2")
+    monkeypatch.setenv("SKYPILOT_NODE_RANK", "1")
+    main(io)
+    assert not io.out.exists() and not io.metrics.exists()
+    monkeypatch.setenv("SKYPILOT_NODE_RANK", "0")  # the control: the head does the work
+    main(io)
+    assert len(read_rows(io.out, "mined_states")) == 7 and io.metrics.exists()
+
+
 @pytest.mark.browser
 def test_mode_oracle_mines_a_random_models_failures(tmp_path: Path) -> None:
     import torch
