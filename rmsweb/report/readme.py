@@ -20,16 +20,25 @@ from pathlib import Path
 # Marker name -> the report sections whose tables go between its markers.
 SECTIONS = {
     "results": ("Results", "Per-task success"),
-    "paper": ("Arms over training seeds (test split)",),
+    "paper": ("Arms over training seeds (test split)", "Val success per RL checkpoint"),
 }
-# Marker name -> (plot file under the report's plots/, caption) pasted after the tables.
+# Marker name -> (report section, plot file under the report's plots/, caption) pasted
+# after the tables; a plot goes in when its section is in the report (a study without
+# evalckpt stages has no checkpoint curve).
 FIGURES = {
     "results": (),
     "paper": (
         (
+            "Arms over training seeds",
             "arms.png",
             "Test success per arm: mean over training seeds (dots), "
             "95% CI over seeds (one-run arms: Wilson)",
+        ),
+        (
+            "Val success per RL checkpoint",
+            "val_per_checkpoint.png",
+            "Val success per RL checkpoint: mean over training seeds (thick), each seed "
+            "(thin); step 0 is SFT",
         ),
     ),
 }
@@ -81,7 +90,10 @@ def paste(readme: str, tables: str, source: str, name: str = "results") -> str:
 def copy_figures(report: Path, readme: Path, name: str) -> str:
     """Copy the marker's plots next to README; the Markdown image links to them."""
     links = []
-    for plot, caption in FIGURES[name]:
+    report_md = report.read_text()
+    for section, plot, caption in FIGURES[name]:
+        if f"\n## {section}" not in f"\n{report_md}":
+            continue
         src = report.parent / "plots" / plot
         if not src.is_file():
             raise SystemExit(f"{src} does not exist: rerun the report stage (`dvc repro`).")

@@ -89,3 +89,28 @@ def test_paper_figure_is_copied_beside_readme_and_linked(tmp_path) -> None:
     with pytest.raises(SystemExit, match=r"arms\.png does not exist"):
         main([str(report_dir / "report.md"), str(readme), "paper"])
     assert readme.read_text() == text
+
+
+def test_paper_checkpoint_curve_goes_in_only_where_the_report_has_it(tmp_path) -> None:
+    from rmsweb.report.readme import main
+
+    report_dir = tmp_path / "runs" / "report" / "study"
+    (report_dir / "plots").mkdir(parents=True)
+    (report_dir / "plots" / "arms.png").write_bytes(b"\x89PNG arms")
+    (report_dir / "plots" / "val_per_checkpoint.png").write_bytes(b"\x89PNG curve")
+    arms = "## Arms over training seeds (test split)\n\n| Arm |\n| --- |\n| SFT |\n"
+    curve = "## Val success per RL checkpoint (val split)\n\n| RL step |\n| --- |\n| 0 (SFT) |\n"
+    start, end = markers("paper")
+    readme = tmp_path / "README.md"
+    # Without the section (a study with no evalckpt stages): no curve, no link.
+    (report_dir / "report.md").write_text(f"# s\n\n{arms}")
+    readme.write_text(f"x\n{start}\n{end}\n")
+    main([str(report_dir / "report.md"), str(readme), "paper"])
+    assert "val_per_checkpoint" not in readme.read_text()
+    # With it: its table and its figure, copied beside README.
+    (report_dir / "report.md").write_text(f"# s\n\n{arms}\n{curve}")
+    main([str(report_dir / "report.md"), str(readme), "paper"])
+    text = readme.read_text()
+    assert "| 0 (SFT) |" in text and "](docs/figures/study-val_per_checkpoint.png)" in text
+    copied = tmp_path / "docs" / "figures" / "study-val_per_checkpoint.png"
+    assert copied.read_bytes() == b"\x89PNG curve"
