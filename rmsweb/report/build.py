@@ -232,9 +232,10 @@ def collect_section(rep: Report, data: dict[str, list[dict]]) -> Section:
     sec.blocks.append(
         Para(
             "Kept: the shortest successful attempt of each unit (what SFT trains on). "
-            "Gold: the task-level reference length (the scripted expert's own length on "
-            "that task and seed where the suite has experts); a success with more steps "
-            "took a detour. Teacher cost counts every attempt, kept or not (calls: one per "
+            "Gold: the task-level reference length (the median of the scripted expert's "
+            "lengths on the task's collect.reference_seeds train seeds, else the shortest "
+            "success seen for the task; never the judged seed's own); a success with more "
+            "steps took a detour. Teacher cost counts every attempt, kept or not (calls: one per "
             "step plus one per reflection; tokens of both)."
         )
     )
