@@ -216,7 +216,8 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             reads += [Read("model.prompt"), Read("model.backend")]
             for seed, source in trained[policy.source].items():
                 evals.append(add("eval", reads, {"policy": source}, policy.name, seed))
-            curve_seeds = policy.checkpoint_seeds(spec.seeds) if policy.source == "rl" else []
+            # Validation allows every_checkpoint on rl policies only.
+            curve_seeds = policy.checkpoint_seeds(spec.seeds)
             if curve_seeds:
                 evals += _checkpoint_evals(add, policy.name, trained, curve_seeds)
             continue
