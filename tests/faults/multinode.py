@@ -71,6 +71,23 @@ def kill(*procs: subprocess.Popen) -> None:
             proc.wait()
 
 
+def join(
+    head: subprocess.Popen,
+    worker: subprocess.Popen,
+    exp: str,
+    head_dir: Path,
+    head_env: dict[str, str],
+    logs: tuple[Path, Path],
+    timeout: int,
+) -> None:
+    """The end of a two-node stage: the head finishes, tells the worker to stop
+    (`rmsweb worker --finish`, as the task's last command), and the worker exits 0."""
+    assert head.wait(timeout=timeout) == 0, logs[0].read_text()[-3000:]
+    finish = [*WORKER, "--exp", exp, "--finish"]
+    subprocess.run(finish, cwd=head_dir, env=head_env, check=True)
+    assert worker.wait(timeout=60) == 0, logs[1].read_text()[-3000:]
+
+
 def node_folder(tmp: Path, name: str, params: str) -> Path:
     """A node's own disk: a folder with the params.yaml its stage commands read."""
     folder = tmp / name

@@ -28,6 +28,7 @@ from multinode import (
     WORKER,
     cluster,
     env,
+    join,
     kill,
     node_folder,
     rows,
@@ -103,10 +104,7 @@ def test_two_nodes_one_killed_and_restarted_collect_what_one_node_does(tmp_path:
 
         restarted_at = time.time()
         worker = start([*WORKER, "--exp", EXP], worker_dir, worker_env, log1)
-        assert head.wait(timeout=300) == 0, log0.read_text()[-3000:]
-        finish = [*WORKER, "--exp", EXP, "--finish"]
-        subprocess.run(finish, cwd=head_dir, env=head_env, check=True)
-        assert worker.wait(timeout=60) == 0, log1.read_text()[-3000:]
+        join(head, worker, EXP, head_dir, head_env, (log0, log1), 300)
     finally:
         kill(head, worker)
     t_two = time.monotonic() - t1
@@ -153,10 +151,7 @@ def _attempt(
             wait_for_shards(rdv, OUT, 1, {"worker": worker}, log1)
             kill(head, worker)
             return head_dir, begun
-        assert head.wait(timeout=300) == 0, log0.read_text()[-3000:]
-        finish = [*WORKER, "--exp", EXP, "--finish"]
-        subprocess.run(finish, cwd=head_dir, env=head_env, check=True)
-        assert worker.wait(timeout=60) == 0, log1.read_text()[-3000:]
+        join(head, worker, EXP, head_dir, head_env, (log0, log1), 300)
     finally:
         kill(head, worker)
     return head_dir, begun

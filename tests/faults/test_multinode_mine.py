@@ -38,6 +38,7 @@ from multinode import (
     cluster,
     env,
     fake_dvc,
+    join,
     kill,
     node_folder,
     rows,
@@ -180,10 +181,7 @@ def test_two_nodes_one_killed_and_restarted_mine_what_one_node_does(
 
         restarted_at = time.time()
         worker = start([*WORKER, "--exp", EXP], worker_dir, worker_env, log1)
-        assert head.wait(timeout=600) == 0, log0.read_text()[-3000:]
-        finish = [*WORKER, "--exp", EXP, "--finish"]
-        subprocess.run(finish, cwd=head_dir, env=head_env, check=True)
-        assert worker.wait(timeout=60) == 0, log1.read_text()[-3000:]
+        join(head, worker, EXP, head_dir, head_env, (log0, log1), 600)
     finally:
         kill(head, worker)
     t_two = time.monotonic() - t1
@@ -241,10 +239,7 @@ def _attempt(
             wait_for_shards(rdv, OUT, 1, {"worker": worker}, log1)
             kill(head, worker)
             return head_dir, begun
-        assert head.wait(timeout=600) == 0, log0.read_text()[-3000:]
-        finish = [*WORKER, "--exp", EXP, "--finish"]
-        subprocess.run(finish, cwd=head_dir, env=head_env, check=True)
-        assert worker.wait(timeout=60) == 0, log1.read_text()[-3000:]
+        join(head, worker, EXP, head_dir, head_env, (log0, log1), 600)
         assert _no_outputs(worker_dir)
     finally:
         kill(head, worker)
