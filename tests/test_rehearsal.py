@@ -158,7 +158,7 @@ class _Teacher:
         pass
 
 
-def _play(lessons: bool, tmp_path: Path) -> dict[str, tuple[str | None, int]]:
+def _play(lessons: bool, tmp_path: Path) -> tuple[dict[str, tuple[str | None, int]], dict]:
     from rmsweb.rollout.build import build_runner
 
     with StaticServer(site.render_site(tmp_path / "site")) as shop:  # a free port
@@ -178,22 +178,27 @@ def _play(lessons: bool, tmp_path: Path) -> dict[str, tuple[str | None, int]]:
             return sink.records
 
         records = asyncio.run(go())
-    return {r.episode.task_id: (r.episode.answer, r.episode.n_steps) for r in records}
+    return {r.episode.task_id: (r.episode.answer, r.episode.n_steps) for r in records}, {
+        # each step's (url, output, step error): says where a wrong step count came from
+        r.episode.task_id: [(s.url, s.output_text, s.env_error) for s in r.steps]
+        for r in records
+    }
 
 
 @pytest.mark.browser
 @pytest.mark.slow  # 28 episodes with fresh browsers: minutes on a loaded 2-core machine
 def test_oracle_solves_every_task_and_first_attempts_go_wrong(tmp_path: Path) -> None:
-    taught = _play(lessons=True, tmp_path=tmp_path)
-    first = _play(lessons=False, tmp_path=tmp_path)
+    taught, taught_steps = _play(lessons=True, tmp_path=tmp_path)
+    first, first_steps = _play(lessons=False, tmp_path=tmp_path)
     tasks = {t.id: t for t in site.site_tasks() if t.id in taught}
     assert len(tasks) >= 12, taught
     for task_id, task in tasks.items():
-        assert taught[task_id] == (task.answer, len(task.path) + 1), task_id
+        why = (task_id, {"taught": taught_steps[task_id], "first": first_steps[task_id]})
+        assert taught[task_id] == (task.answer, len(task.path) + 1), why
         if rehearsal.makes_mistake(task):
-            assert first[task_id][0] != task.answer, task_id  # the planted mistake
+            assert first[task_id][0] != task.answer, why  # the planted mistake
         else:
-            assert first[task_id] == taught[task_id], task_id
+            assert first[task_id] == taught[task_id], why
     assert sum(first[t][0] != tasks[t].answer for t in tasks) >= 3
 
 

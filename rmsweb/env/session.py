@@ -12,7 +12,11 @@ Navigation is the policy's business, not the environment's:
 - a page that is slow to load is waited for up to `navigation_timeout_s` (a page's
   scripts cannot run while its next document is pending, so a plain call would look
   hung); past that, loading is stopped and the next observation says so. Only a page
-  that does not answer with no navigation pending is an environment error.
+  that does not answer with no navigation pending is an environment error;
+- an input action (click, key press, ...) that makes the page ask for a new document
+  returns once that document has committed (requested.py): Playwright returns from the
+  input before the page has handled it, and an observation taken then reads the page
+  the action left.
 """
 
 from __future__ import annotations
@@ -32,10 +36,16 @@ from rmsweb.env.actions import Action
 from rmsweb.env.errors import EnvError, is_gone
 from rmsweb.env.guard import GuardLog, NavigationPolicy, offline_policy
 from rmsweb.env.observe import ID_ATTR, build_observation, observe_args, parse_raw, script
+from rmsweb.env.requested import NavigationRequests
 from rmsweb.env.types import Box, Observation
 
 T = TypeVar("T")
 _NAVIGATED = ("Execution context was destroyed", "navigation", "Cannot find context")
+# Actions whose page handlers can start a navigation after Playwright has returned.
+_INPUT_ACTIONS = ("click", "click_xy", "fill", "select", "press")
+# A navigation the renderer asked for whose request has not come by then was dropped by
+# the browser (a scheme it refuses, ...); the episode goes on from the page it is on.
+REQUEST_GRACE_S = 5.0
 
 
 class PageSession:
@@ -74,6 +84,7 @@ class PageSession:
         self._refusals_seen = len(self.guard.refusals) if self.guard is not None else 0
         self._notes: list[str] = []  # what the next observation reports (stopped loads)
         self._pending: set[Any] = set()  # main-frame document requests in flight
+        self._requests_seen = 0  # main-frame document requests since tracking started
         self._tracking = False
 
     # ------------------------------------------------------------------ plumbing
@@ -151,6 +162,7 @@ class PageSession:
             self.page.on("framenavigated", self._on_navigated)
             self.page.on("request", self._on_request)
             self.page.on("requestfailed", self._on_request_done)
+            self.page.on("requestfinished", self._on_request_done)  # a 204: no document
             self._tracking = True
 
     def pin_page(self) -> None:
@@ -165,6 +177,7 @@ class PageSession:
             self.page.remove_listener("framenavigated", self._on_navigated)
             self.page.remove_listener("request", self._on_request)
             self.page.remove_listener("requestfailed", self._on_request_done)
+            self.page.remove_listener("requestfinished", self._on_request_done)
             self._tracking = False
 
     def _on_navigated(self, frame: Any) -> None:
@@ -175,6 +188,7 @@ class PageSession:
     def _on_request(self, request: Any) -> None:
         if request.is_navigation_request() and request.frame == self.page.main_frame:
             self._pending.add(request)
+            self._requests_seen += 1
             if request.redirected_from is not None:
                 self._pending.discard(request.redirected_from)
 
@@ -232,7 +246,12 @@ class PageSession:
 
     async def execute(self, action: Action) -> str | None:
         """Run one action; return its step error (None when it went through)."""
-        before = self.navigations
+        before, seen = self.navigations, self._requests_seen
+        requests = None
+        if self._tracking and action.type in _INPUT_ACTIONS:
+            requests = await NavigationRequests.of(self.page, self.action_timeout_s)
+            if requests is not None:
+                requests.clear()
         try:
             err = await self._execute(action)
         except PlaywrightTimeout as exc:
@@ -242,9 +261,25 @@ class PageSession:
             if is_gone(exc) and not any(s in str(exc) for s in _NAVIGATED):
                 raise EnvError(f"{action.type}: {_first_line(exc)}") from exc
             return _first_line(exc)
+        if requests is not None:
+            await self._follow_requested(requests, before, seen)
         if self.navigations != before:
             await self._wait_loaded()
         return err
+
+    async def _follow_requested(self, requests: NavigationRequests, before: int, seen: int) -> None:
+        """If the action made the main frame ask for a new document, wait until it commits
+        (or its request fails, or loading is stopped): the next observation must not read
+        the document the action left. `before`, `seen`: navigations and document requests
+        counted before the action."""
+        if not await requests.after_input(self.page.url, self.action_timeout_s):
+            return
+        deadline = time.monotonic() + min(REQUEST_GRACE_S, self.navigation_timeout_s)
+        while self.navigations == before and not self._pending and self._requests_seen == seen:
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(0.02)
+        await self._settle_navigation()
 
     async def _probe(self) -> None:
         """After a Playwright timeout: is the page loading, merely busy with the action,
