@@ -162,7 +162,6 @@ class PageSession:
             self.page.on("framenavigated", self._on_navigated)
             self.page.on("request", self._on_request)
             self.page.on("requestfailed", self._on_request_done)
-            self.page.on("requestfinished", self._on_request_done)  # a 204: no document
             self._tracking = True
 
     def pin_page(self) -> None:
@@ -177,7 +176,6 @@ class PageSession:
             self.page.remove_listener("framenavigated", self._on_navigated)
             self.page.remove_listener("request", self._on_request)
             self.page.remove_listener("requestfailed", self._on_request_done)
-            self.page.remove_listener("requestfinished", self._on_request_done)
             self._tracking = False
 
     def _on_navigated(self, frame: Any) -> None:

@@ -4,7 +4,7 @@ Playwright's mouse.click returns once the input is dispatched, often before the 
 has asked to navigate (measured: 63 of 100 link clicks returned before any request);
 an observation taken then read the old page, and the policy acted on it a second time
 (the rehearsal's oracle test failed 3 runs in 20 that way). Actions that start no new
-document (a #fragment, a javascript: URL, a refused site) must not wait for one.
+document (a #fragment, a javascript: URL, a refused site, a 204 answer) must not wait for one.
 """
 
 from __future__ import annotations
@@ -96,15 +96,17 @@ def test_clicks_that_load_no_document_do_not_wait_for_one(site, monkeypatch) -> 
             session = await _session(
                 pool, slot, f"{site.origin}/links.html", navigation_timeout_s=1e6
             )
-            for name in ("to the top", "does nothing", "another site"):
+            await session.page.route("**/nocontent.html", lambda route: route.fulfill(status=204))
+            for name in ("to the top", "does nothing", "another site", "no content"):
                 link = _id(await session.observe(), name)
                 err = await asyncio.wait_for(session.execute(parse_action(f"click({link})")), 30)
                 obs = await session.observe()
                 out.append((err, session.navigations, obs.title, obs.last_error))
         return out
 
-    top, nothing, away = asyncio.run(go())
+    top, nothing, away, empty = asyncio.run(go())
     # a #fragment is a same-document navigation: Playwright counts it, nothing loads
     assert top[:3] == (None, 1, "Links") and nothing[:3] == (None, 1, "Links")
     assert away[:3] == (None, 1, "Links")
     assert away[3] is not None and "127.0.0.2" in away[3]  # the refusal is noted
+    assert empty == (None, 1, "Links", None)  # a 204 leaves the page as it was
