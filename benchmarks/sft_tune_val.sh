@@ -5,6 +5,11 @@
 #
 #   bash benchmarks/sft_tune_val.sh NAME OVERRIDE...   e.g.
 #   bash benchmarks/sft_tune_val.sh s3000 sft.max_steps=3000
+#   bash benchmarks/sft_tune_val.sh train600 suite.train.count=600
+#
+# An override of suite.* or collect.* changes the SFT data: the script then collects
+# afresh into runs/tune/NAME/collect (600 train seeds: ~7 min alone) instead of reusing
+# the default job's collect run.
 #
 # Needs `dvc repro collect_miniwob-cpu model-s0_miniwob-cpu` first. Output:
 # runs/tune/NAME/ (sft/ is a checkpoint rl_tune_val.sh takes as SFT=runs/tune/NAME/sft)
@@ -28,8 +33,18 @@ spec = load_experiment(Path("experiments/miniwob-cpu.yaml"), [*overrides, "eval.
 Path(out).write_text(render_params_yaml([spec]))
 PY
 start=$(date +%s)
+collect=runs/collect/miniwob-cpu
+for override in "$@"; do
+  case $override in
+    suite.* | collect.*) collect=$d/collect ;;
+  esac
+done
+if [ "$collect" = "$d/collect" ]; then
+  rmsweb collect --exp miniwob-cpu --params "$d/params.yaml" \
+    --out "$collect" --metrics "$d/collect.json" > "$d/collect.log" 2>&1
+fi
 rmsweb sft --exp miniwob-cpu --params "$d/params.yaml" --seed 0 \
-  --in collect=runs/collect/miniwob-cpu --in model=runs/model/miniwob-cpu/s0 \
+  --in collect="$collect" --in model=runs/model/miniwob-cpu/s0 \
   --out "$d/sft" --metrics "$d/sft.json" > "$d/sft.log" 2>&1
 rmsweb eval --exp miniwob-cpu --params "$d/params.yaml" --policy sft --seed 0 \
   --in policy="$d/sft" --out "$d/eval" --metrics "$d/eval.json" > "$d/eval.log" 2>&1
