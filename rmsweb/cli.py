@@ -242,6 +242,7 @@ def _run_stage(
 
     def go() -> None:
         io = make_stage_io(exp, params, ins or [], out, metrics, variant, seed)
+        io.argv = sys.argv[1:]
         from rmsweb.distributed import shards_in_bucket
 
         if (stage.distributed and os.environ.get("RMSWEB_CHECKPOINT_DIR")) or (

@@ -38,6 +38,9 @@ class StageIO:
     metrics: Path
     policy: str | None = None
     seed: int | None = None  # the training seed of a per-seed stage instance
+    # The stage's command line after `rmsweb` when the CLI runs it: what a stage that
+    # plays its units over several local processes starts copies of. None: called in-process.
+    argv: list[str] | None = None
 
     @property
     def train_seed(self) -> int:

@@ -5,7 +5,9 @@ to its budget of attempts; every attempt and every reflection is stored
 (episodes.attempt, the reflections table, with the oracle's grade of each
 reflection). Resumable: a (task, seed) whose attempt 0 is stored is skipped on rerun.
 On several SkyPilot nodes each plays its share of the (task, seed) units and the
-head merges them into io.out before the metrics (rmsweb.rollout.sharded).
+head merges them into io.out before the metrics (rmsweb.rollout.sharded). On one
+machine `collect.processes` > 1 plays them over that many browsers at once
+(rmsweb.rollout.processes): the stage runs alone and one browser keeps ~1.2 cores busy.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rmsweb.collect.job import collect_job
 from rmsweb.collect.metrics import collection_metrics
 from rmsweb.collect.retry import RetryLoop
 from rmsweb.distributed import node_rank
+from rmsweb.rollout.processes import is_helper
 from rmsweb.stage_io import StageIO
 
 if TYPE_CHECKING:
@@ -72,6 +75,8 @@ async def _collect(io: StageIO, loop: RetryLoop) -> float:
                 split="train",
                 job=job,
                 description=f"collect ({spec.collect.retry})",
+                processes=spec.collect.processes,
+                argv=io.argv,
             )
         finally:
             await teacher.close()
@@ -85,8 +90,8 @@ def main(io: StageIO) -> None:
     loop = RetryLoop(c.retry, c.max_retries, c.teacher_budget)
     io.out.mkdir(parents=True, exist_ok=True)
     wall = asyncio.run(_collect(io, loop))
-    if node_rank() != 0:
-        return  # a worker node: its share reaches io.out through the head's merge
+    if node_rank() != 0 or is_helper():
+        return  # a worker node (the head merges its share) or a helper process (same folder)
     metrics, curve = collection_metrics(read_records(io.out), loop.attempts)
     metrics["wall_s"] = round(wall, 1)
     metrics["retry"] = c.retry

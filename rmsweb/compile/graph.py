@@ -163,7 +163,7 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
     collect_reads = [
         Read("seed"),
         Read("suite", frozenset({"val", "test", "mine"})),
-        Read("collect"),
+        Read("collect", frozenset({"processes"})),  # how fast, not what: same data
     ]
     if spec.collect.teacher.kind == "openai":
         collect_reads.append(Read("model.prompt"))  # the LLM teacher is prompted like the policy

@@ -10,7 +10,9 @@
         return  # no metrics on a worker: its episodes reach io.out through the head's merge
 
 On one node outside the cloud (no SKYPILOT_NUM_NODES or 1, no RMSWEB_RENDEZVOUS_ROOT)
-this is the local path: a ShardWriter on `out` and `runner.run` over every (task, seed).
+this is the local path: a ShardWriter on `out` and `runner.run` over every (task, seed),
+or, with `processes` > 1, each of that many local processes over its share into `out`
+(rmsweb.rollout.processes).
 With N > 1 nodes, or on clouds (N = 1 too):
 1. Unit i of `units(tasks, seeds)` (task-major) is node i % N's. Each node writes
    its units into its own folder of the shared shard folder,
@@ -48,6 +50,7 @@ from typing import TYPE_CHECKING
 from rmsweb.agents.base import Policy
 from rmsweb.distributed import DONE, FAILED, node_dir, node_rank, num_nodes, shards_in_bucket
 from rmsweb.errors import UserError
+from rmsweb.rollout.processes import helper_processes, helper_share, stage_command
 from rmsweb.rollout.runner import EpisodeRunner, Job, RunStats
 
 if TYPE_CHECKING:
@@ -65,13 +68,32 @@ class NodeShare:
 
 
 @asynccontextmanager
-async def node_share(out: Path) -> AsyncIterator[NodeShare]:
+async def node_share(
+    out: Path, processes: int = 1, argv: Sequence[str] | None = None
+) -> AsyncIterator[NodeShare]:
     """This node's sink and share of a stage writing `out` (see the module doc). On exit
-    without error: `done`; on the head, also wait for every node and merge into `out`."""
+    without error: `done`; on the head, also wait for every node and merge into `out`.
+
+    On the local path, `processes` > 1 with the stage's command line `argv` (`rmsweb
+    <argv>`) plays the units over that many processes, each with its own browser, into
+    `out` (rmsweb.rollout.processes); on exit the first process has waited for the rest.
+    """
     from rmsweb.store.writer import ShardWriter
 
     rank, count = node_rank(), num_nodes()
     if not shards_in_bucket():
+        helper = helper_share()
+        if helper is not None:  # a copy started by the first process below
+            with ShardWriter(out, writer_id=f"proc{helper[0]}") as sink:
+                yield NodeShare(sink, helper)
+            return
+        if processes > 1 and argv is not None:
+            with (
+                ShardWriter(out) as sink,
+                helper_processes(processes, stage_command(argv)),
+            ):
+                yield NodeShare(sink, (0, processes))
+            return
         with ShardWriter(out) as sink:
             yield NodeShare(sink, (0, 1))
         return
@@ -101,13 +123,17 @@ async def run_sharded(
     split: str = "train",
     job: Job | None = None,
     description: str | None = None,
+    processes: int = 1,
+    argv: Sequence[str] | None = None,
 ) -> RunStats:
-    """`runner.run` over this node's share into `node_share(out)`; this node's RunStats.
-    Single node: exactly `runner.run` into a ShardWriter on `out`."""
-    async with node_share(out) as share:
+    """`runner.run` over this node's share into `node_share(out, processes, argv)`; this
+    process's RunStats. Single node, one process: exactly `runner.run` into a ShardWriter
+    on `out`."""
+    async with node_share(out, processes, argv) as share:
         rank, count = share.shard
         if count > 1:
-            description = f"{description or policy.name} (node {rank} of {count})"
+            unit = "node" if shards_in_bucket() else "process"
+            description = f"{description or policy.name} ({unit} {rank} of {count})"
         return await runner.run(
             policy,
             tasks,

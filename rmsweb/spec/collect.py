@@ -152,6 +152,15 @@ class CollectSpec(SpecModel):
     episodes_per_task: int | None = Field(
         None, ge=1, description="Train seeds used per task (null: all of suite.train)."
     )
+    processes: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Local processes that play the train seeds at once, each with its own "
+        "browser and suite.browser.contexts contexts (one browser keeps ~1.2 cores busy). "
+        "The data do not depend on it, so it is not part of the stage's identity. Ignored "
+        "across SkyPilot nodes, where every node plays its share.",
+    )
 
     @model_validator(mode="before")
     @classmethod
