@@ -52,20 +52,24 @@ def test_helpers_get_their_share_and_are_waited_for(tmp_path: Path) -> None:
 
 def test_a_failed_helper_fails_the_stage() -> None:
     code = f"import os, sys; sys.exit(3 if os.environ[{ENV!r}] == '2/3' else 0)"
-    with pytest.raises(UserError, match="process 2 of 3 exited 3"):
-        with helper_processes(3, _child(code)):
-            pass
+    with (
+        pytest.raises(UserError, match="process 2 of 3 exited 3"),
+        helper_processes(3, _child(code)),
+    ):
+        pass
 
 
 def test_helpers_are_stopped_when_the_first_process_fails(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
     t0 = time.monotonic()
-    with pytest.raises(RuntimeError, match="first process failed"):
-        with helper_processes(2, _child(code)):
-            while not pid_file.exists():
-                time.sleep(0.02)
-            raise RuntimeError("first process failed")
+    with (
+        pytest.raises(RuntimeError, match="first process failed"),
+        helper_processes(2, _child(code)),
+    ):
+        while not pid_file.exists():
+            time.sleep(0.02)
+        raise RuntimeError("first process failed")
     assert time.monotonic() - t0 < 30  # stopped, not waited for (it sleeps 600 s)
     pid = int(pid_file.read_text())
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
