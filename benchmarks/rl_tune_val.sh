@@ -12,7 +12,9 @@
 # study such as experiments/miniwob-cpu-paper-sftctl.yaml, whose stages share seed 0's
 # SFT and mined states), SFT=dir (default runs/sft/miniwob-cpu/s0), MINE=dir (default
 # runs/mine/miniwob-cpu/s0); MINE=new reruns the mine stage with the overrides into
-# runs/tune/NAME/mine (for mine.* settings), MINE=runs/tune/OTHER/mine reuses one.
+# runs/tune/NAME/mine (for mine.* settings), MINE=runs/tune/OTHER/mine reuses one;
+# COLLECT=dir (default runs/collect/miniwob-cpu: the routine states of MINE=new), e.g. the
+# collection of benchmarks/sft_tune_val.sh (runs/tune/OTHER/collect) with its SFT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" DVC_NO_ANALYTICS=1 HF_HUB_OFFLINE=1
@@ -39,7 +41,7 @@ mine=${MINE:-runs/mine/miniwob-cpu/s0}
 if [ "$mine" = new ]; then
   mine=$d/mine
   rmsweb mine --exp "$exp" --params "$d/params.yaml" --seed 0 \
-    --in sft="$sft" --in collect=runs/collect/miniwob-cpu \
+    --in sft="$sft" --in collect="${COLLECT:-runs/collect/miniwob-cpu}" \
     --out "$mine" --metrics "$d/mine.json" > "$d/mine.log" 2>&1
 fi
 rmsweb rl --exp "$exp" --params "$d/params.yaml" --seed 0 \
