@@ -93,6 +93,40 @@ def test_sft_throughput_tiny() -> None:
     ), lines[-1]
 
 
+# A process that burns CPU, then exits without its parent waiting for it (its parent exits
+# first, so init reaps it): rusage never sees its CPU, as with Chromium's renderers.
+_UNREAPED_BURN = """
+import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    end = time.process_time() + 1.5
+    while time.process_time() < end:
+        pass
+    os._exit(0)
+os.close(w)
+os.read(r, 1)  # EOF once the child has exited; it stays unreaped
+os._exit(7)
+"""
+
+
+def test_cores_counts_what_rusage_misses() -> None:
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/cores.py", "--", sys.executable, "-c", _UNREAPED_BURN],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 7, proc.stderr  # the command's exit code
+    line = proc.stderr.strip().splitlines()[-1]
+    m = re.fullmatch(
+        rf"machine_cores=({NUMBER}) rusage_cores=({NUMBER}) wall_s=\d+ ratio=({NUMBER}|inf)",
+        line,
+    )
+    assert m, line
+    machine, rusage = float(m[1]), float(m[2])
+    # 1.5 CPU seconds in a run of about as long: the machine saw them, rusage did not.
+    assert rusage < 0.3 and machine > rusage + 0.5, line
+
+
 def test_raw_plans_cover_the_benchmark_tasks() -> None:
     """raw_plans.py is a library of env_throughput.py and browsergym_worker.py (run above
     through env_throughput); here each of its tasks gets a plan from an utterance."""
