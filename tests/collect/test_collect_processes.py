@@ -61,7 +61,11 @@ def test_a_failed_helper_fails_the_stage() -> None:
 
 def test_helpers_are_stopped_when_the_first_process_fails(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    # Written under a temp name and renamed: the file appears with the pid in it.
+    code = (
+        f"import os, time; p = {str(pid_file)!r}; open(p + '.tmp', 'w').write(str(os.getpid())); "
+        "os.rename(p + '.tmp', p); time.sleep(600)"
+    )
     t0 = time.monotonic()
     with (
         pytest.raises(RuntimeError, match="first process failed"),
