@@ -9,9 +9,13 @@ How it fits together (see sky/<experiment>.yaml):
    versions of the stage's inputs), the stage's run key (RMSWEB_RUN_KEY: its
    checkpoint folder) and a master port to the rendezvous folder.
 3. Every other node runs `rmsweb worker`: it waits for posted commands, pulls
-   their inputs at the posted versions and joins the same torchrun rendezvous
-   with its own node rank. The head posts `done` at the end
-   (`rmsweb worker --finish`).
+   their inputs at the posted versions, says it is ready (a `stage-<k>.ready-node-<r>`
+   marker beside the post) and joins the same torchrun rendezvous with its own node
+   rank. The head starts its torchrun only once every worker is ready: a worker's
+   `dvc pull` of a large model (17.5 GB for paper-8b's SFT) takes longer than
+   torchrun's rendezvous waits. A worker whose pull fails leaves
+   `stage-<k>.failed-node-<r>` with the reason, and the head stops with it. The head
+   posts `done` at the end (`rmsweb worker --finish`).
 Only the head's outputs are kept by DVC; workers contribute compute.
 
 Sharded stages (collect, mine: episodes by (task, seed) unit) are posted the same
@@ -57,6 +61,9 @@ from pathlib import Path
 from rmsweb.errors import UserError
 
 POLL_S = 5.0
+# How long the head waits for every worker to be ready (its inputs pulled) before it
+# starts torchrun; RMSWEB_READY_TIMEOUT_S overrides it.
+READY_TIMEOUT_S = 7200.0
 MASTER_PORT_BASE = 29500  # post k uses MASTER_PORT_BASE + k
 # What the head's stage process knows that every rank on every node must agree on:
 # the stage's run key (its checkpoint folder), computed once on the head.
@@ -138,10 +145,51 @@ def post(
         "env": {k: os.environ[k] for k in SHARED_ENV if k in os.environ},
         "servers": [[port, timeout, list(args)] for port, timeout, args in servers],
     }
-    tmp = rendezvous / f".stage-{seq:04d}.tmp"
-    tmp.write_text(json.dumps(job))
-    tmp.replace(rendezvous / f"stage-{seq:04d}.json")
+    job["seq"] = seq
+    _write_atomic(rendezvous / f"stage-{seq:04d}.json", json.dumps(job))
     return job
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def ready_marker(rendezvous: Path, seq: int, rank: int, failed: bool = False) -> Path:
+    """Worker `rank`'s marker for post `seq`: ready to join its torchrun, or failed."""
+    return rendezvous / f"stage-{seq:04d}.{'failed' if failed else 'ready'}-node-{rank}"
+
+
+def wait_until_ready(
+    rendezvous: Path, seq: int, nodes: int, timeout_s: float | None = None
+) -> None:
+    """Head: wait until every worker node (1 .. nodes - 1) has pulled the inputs of post
+    `seq` and said so; a worker's failure marker or the timeout stops the stage."""
+    limit = (
+        timeout_s
+        if timeout_s is not None
+        else float(os.environ.get("RMSWEB_READY_TIMEOUT_S", READY_TIMEOUT_S))
+    )
+    deadline = time.monotonic() + limit
+    waiting = set(range(1, nodes))
+    while True:
+        for rank in sorted(waiting):
+            failed = ready_marker(rendezvous, seq, rank, failed=True)
+            if failed.exists():
+                why = failed.read_text().strip()
+                raise UserError(f"worker node {rank} cannot join stage-{seq:04d}: {why}")
+            if ready_marker(rendezvous, seq, rank).exists():
+                waiting.discard(rank)
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise UserError(
+                f"worker node(s) {sorted(waiting)} not ready for stage-{seq:04d} after "
+                f"{limit:.0f} s (still pulling inputs? see each worker's log); raise "
+                "RMSWEB_READY_TIMEOUT_S or check `rmsweb worker` runs on every node."
+            )
+        time.sleep(POLL_S)
 
 
 def _read_lock() -> str | None:
@@ -162,7 +210,10 @@ def relaunch_under_torchrun(argv: list[str]) -> int | None:
     if num_nodes() > 1 and node_rank() == 0:
         # No `dvc push` here: the sky task pushed every upstream stage when it finished,
         # and a push without a remote would fail the stage for nothing.
-        job = post(rendezvous_dir(), argv, _read_lock())
+        folder = rendezvous_dir()
+        job = post(folder, argv, _read_lock())
+        # The workers pull the stage's inputs first; torchrun starts when all are ready.
+        wait_until_ready(folder, job["seq"], num_nodes())
         torchrun_args.append(f"--master_port={job['master_port']}")
     cmd = [*_torchrun(), *torchrun_args, "-m", "rmsweb", *argv]
     return subprocess.run(cmd, check=False).returncode
@@ -348,10 +399,17 @@ def worker_main(exp: str, finish: bool = False, timeout_s: float | None = None) 
             job = _read_job(path)
             if job is None:
                 break
-            _pull(job)
             if job.get("mode") == "shards":
+                _pull(job)
                 _run_shards(job)
             else:
+                seq = int(job.get("seq", path.stem.split("-")[-1]))
+                try:
+                    _pull(job)
+                except UserError as exc:  # the head waits on this node: tell it why
+                    _write_atomic(ready_marker(folder, seq, node_rank(), failed=True), f"{exc}\n")
+                    raise
+                _write_atomic(ready_marker(folder, seq, node_rank()), "ready\n")
                 _run_torchrun(job)
             joined.add(path.name)
         if done and not posted:

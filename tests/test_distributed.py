@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -73,8 +74,11 @@ def test_head_posts_lock_and_port_and_does_not_push(
     monkeypatch.setenv("SKYPILOT_NODE_RANK", "0")
     Path("dvc.lock").write_text("schema: '2.0'\nstages: {collect_x: {}}\n")
     argv = ["sft", "--exp", "x", "--in", "collect=runs/collect/x", "--out", "runs/sft/x"]
-    assert launch.relaunch_under_torchrun(argv) == 0
     rdv = launch.rendezvous_dir()
+    rdv.mkdir(parents=True)
+    for seq in (0, 1):  # the worker node is ready for both posts (see the test below)
+        launch.ready_marker(rdv, seq, 1).write_text("ready\n")
+    assert launch.relaunch_under_torchrun(argv) == 0
     posted = json.loads((rdv / "stage-0000.json").read_text())
     assert posted == {
         "mode": "torchrun",
@@ -84,6 +88,7 @@ def test_head_posts_lock_and_port_and_does_not_push(
         "master_port": launch.MASTER_PORT_BASE,
         "env": {},
         "servers": [],
+        "seq": 0,
     }
     assert fake_tools["torchrun"].read_text().split() == [
         "--nnodes=2",
@@ -121,6 +126,62 @@ def test_worker_joins_posted_stages_until_done(
     # Inputs pulled at the head's versions: its dvc.lock was written before the pull.
     assert fake_tools["dvc"].read_text().splitlines() == ["pull runs/collect/x"]
     assert Path("dvc.lock").read_text() == "lock-v2\n"
+
+
+def test_head_starts_torchrun_only_once_the_worker_has_pulled(
+    fake_tools: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's `dvc pull` (slow: a 17.5 GB model) ends before the head's torchrun
+    starts, so torchrun's rendezvous never waits on a pull."""
+    monkeypatch.setattr(launch, "POLL_S", 0.05)
+    events = tmp_path / "events"
+
+    def tool(name: str, line: str, sleep: float = 0.0) -> str:
+        path = tmp_path / name
+        path.write_text(
+            f"#!{sys.executable}\nimport time\ntime.sleep({sleep})\n"
+            f"open({str(events)!r}, 'a').write({line!r} + '\\n')\n"
+        )
+        path.chmod(0o755)
+        return str(path)
+
+    worker_env = {
+        **os.environ,
+        "SKYPILOT_NODE_RANK": "1",
+        "RMSWEB_TORCHRUN": "--nnodes=2 --node_rank=1",
+        "RMSWEB_DVC_BIN": tool("dvc-slow", "worker pulled", sleep=1.5),
+        "RMSWEB_TORCHRUN_BIN": tool("torchrun-worker", "worker torchrun"),
+    }
+    code = "from rmsweb import distributed as d; d.POLL_S = 0.05; d.worker_main('x', timeout_s=30)"
+    worker = subprocess.Popen([sys.executable, "-c", code], env=worker_env)
+    monkeypatch.setenv("SKYPILOT_NODE_RANK", "0")
+    monkeypatch.setenv("RMSWEB_TORCHRUN_BIN", tool("torchrun-head", "head torchrun"))
+    argv = ["sft", "--exp", "x", "--in", "model=runs/model/x"]
+    assert launch.relaunch_under_torchrun(argv) == 0
+    launch.worker_main("x", finish=True)
+    assert worker.wait(timeout=30) == 0
+    lines = events.read_text().splitlines()
+    assert lines.index("worker pulled") < lines.index("head torchrun"), lines
+
+
+def test_head_stops_with_the_workers_pull_failure(
+    fake_tools: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launch, "POLL_S", 0.05)
+    monkeypatch.setenv(
+        "RMSWEB_DVC_BIN", str(_logging_tool(tmp_path / "dvc1", fake_tools["dvc"], 1))
+    )
+    monkeypatch.setenv("SKYPILOT_NODE_RANK", "1")
+    folder = launch.rendezvous_dir()
+    job = launch.post(folder, ["sft", "--exp", "x", "--in", "collect=runs/collect/x"])
+    with pytest.raises(UserError, match="dvc pull"):
+        launch.worker_main("x", timeout_s=5)
+    with pytest.raises(UserError, match=r"worker node 1 cannot join stage-0000: .*dvc pull"):
+        launch.wait_until_ready(folder, job["seq"], 2, timeout_s=5)
+    launch.ready_marker(folder, 1, 1).write_text("ready\n")  # a later post: node 1 ready
+    with pytest.raises(UserError, match=r"worker node\(s\) \[2\] not ready"):
+        launch.wait_until_ready(folder, 1, 3, timeout_s=0.2)  # node 2 never came
+    assert not fake_tools["torchrun"].exists()
 
 
 def test_worker_ranks_get_the_heads_run_key(

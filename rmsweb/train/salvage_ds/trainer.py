@@ -43,8 +43,9 @@ TRL's GRPOTrainer._compute_loss).
 Determinism and resume: every random draw is seeded from (seed, step, round), and a
 checkpoint (every save_steps) holds the trainable weights, optimizer, RNG
 states and the logs so far; a run killed at any point resumes from the last checkpoint
-and reproduces the same following losses. Under torchrun each rank backpropagates its
-share of the sequences and the gradients are summed (ranks.py); rank 0 writes.
+and reproduces the same following losses. Under torchrun sampling is done once, each chunk
+by one rank, and gathered; each rank backpropagates its share of the sequences and the
+gradients are summed; every collective runs on every rank (ranks.py); rank 0 writes.
 """
 
 from __future__ import annotations
@@ -357,14 +358,21 @@ class SalvageDSTrainer:
         import torch
 
         prompts = [self.encode(i) for i in indices for _ in range(self.h.group_size)]
-        chunk = self.h.micro_batch_size or len(prompts)
+        # Global chunks, seeded by their index (as one process cuts them); chunk c is
+        # sampled by rank c mod N and every rank gathers them all (ranks.py).
+        world = ranks.rank_world()[1]
+        chunk = self.h.micro_batch_size or math.ceil(len(prompts) / world) or 1
+        starts = list(range(0, len(prompts), chunk))
         tok = self.tokenizer
-        out: list[list[int]] = []
+        mine: dict[int, list[list[int]]] = {}
         self.model.eval()
-        for c, start in enumerate(range(0, len(prompts), chunk)):
-            batch = self.collate(prompts[start : start + chunk])
+        for c in ranks.my_chunks(len(starts)):
+            # None: a padding call (this rank's share ran out), so every rank generates
+            # equally often; its samples are dropped.
+            first = starts[c] if c is not None else 0
+            batch = self.collate(prompts[first : first + chunk])
             batch.pop("n_completion")
-            torch.manual_seed(derived_seed(self.h.seed, "generate", step, round_, c))
+            torch.manual_seed(derived_seed(self.h.seed, "generate", step, round_, c or 0))
             with torch.inference_mode():
                 seqs = self.model.generate(
                     **batch,
@@ -376,9 +384,11 @@ class SalvageDSTrainer:
                     pad_token_id=tok.pad_token_id,
                     eos_token_id=sorted(self.stop_ids),
                 )
-            new = seqs[:, batch["input_ids"].shape[1] :].tolist()
-            out.extend(cut_at_stop(ids, self.stop_ids) for ids in new)
-        return out
+            if c is not None:
+                new = seqs[:, batch["input_ids"].shape[1] :].tolist()
+                mine[c] = [cut_at_stop(ids, self.stop_ids) for ids in new]
+        gathered = ranks.gather(mine)  # every rank, every step: unconditional
+        return [ids for c in range(len(starts)) for ids in gathered[c]]
 
     def rollout(self, indices: Sequence[int], step: int, round_: int) -> list[Group]:
         """Sample, score and gate one group per state index."""
@@ -490,7 +500,11 @@ class SalvageDSTrainer:
         )
 
     def _pg_backward(self, groups: Sequence[Group]) -> dict[str, Any]:
-        """Clipped surrogate over every sampled completion of the given groups."""
+        """Clipped surrogate over every sampled completion of the given groups.
+
+        Every rank runs the same number of micro-batches (a padding pass where its share
+        ran out) and every collective, whatever its share (ranks.py, the two rules).
+        """
         import torch
 
         from rmsweb.train.salvage_ds.loss import clipped_surrogate, group_advantages
@@ -499,28 +513,28 @@ class SalvageDSTrainer:
         out: dict[str, Any] = {"loss": 0.0, "tokens": 0.0, "kl_sum": 0.0, "clipped": 0.0}
         seqs = [(gi, c) for gi, g in enumerate(groups) for c in g.completions]
         out["tokens"] = float(sum(len(c) for _, c in seqs))  # every completion token counts
-        out["per_group"] = {}
-        if not seqs:
-            return out
-        rewards = torch.tensor([g.rewards for g in groups], dtype=torch.float32)
-        advantages = group_advantages(rewards).reshape(-1).to(self._device())
         loss_sum = torch.zeros(len(groups))
         token_sum = torch.zeros(len(groups))
-        mine = ranks.share(len(seqs))  # this rank's sequences (all of them with one rank)
-        chunk = h.micro_batch_size or len(mine) or 1
-        for start in range(0, len(mine), chunk):
-            ids = mine[start : start + chunk]
-            part = [seqs[i] for i in ids]
+        advantages = None
+        if seqs:
+            rewards = torch.tensor([g.rewards for g in groups], dtype=torch.float32)
+            advantages = group_advantages(rewards).reshape(-1).to(self._device())
+        chunk = h.micro_batch_size or math.ceil(len(seqs) / ranks.rank_world()[1]) or 1
+        for ids in ranks.padded_shares(len(seqs), chunk):
+            part = [seqs[i] for i in ids] if ids else seqs[:1]  # []: a padding pass
             batch = self.collate(
                 [groups[gi].prompt for gi, _ in part],
                 [c for _, c in part],
                 [[1.0] * len(c) for _, c in part],  # incl. the stop token, as TRL
             )
             logps = self._logps(self.model, batch)
+            if not ids:
+                (logps.sum() * 0.0).backward()  # takes part; adds nothing
+                continue
             loss, stats = clipped_surrogate(
                 logps,
                 logps.detach(),  # on-policy: one update per generated batch
-                advantages[ids],
+                advantages[ids],  # type: ignore[index]
                 batch["loss_mask"],
                 epsilon=h.epsilon,
                 epsilon_high=h.epsilon_high,
@@ -535,7 +549,7 @@ class SalvageDSTrainer:
             index = torch.tensor([gi for gi, _ in part])
             loss_sum.index_add_(0, index, stats.per_sequence_loss.cpu())
             token_sum.index_add_(0, index, stats.per_sequence_tokens.cpu())
-        ranks.sum_([loss_sum, token_sum])
+        ranks.sum_([loss_sum, token_sum])  # unconditional: every rank, every step
         ranks.sum_entries(out, "loss", "kl_sum", "clipped")
         out["per_group"] = {
             gi: float(loss_sum[gi] / token_sum[gi].clamp(min=1)) for gi in range(len(groups))
@@ -552,11 +566,11 @@ class SalvageDSTrainer:
         out["tokens"] = float(sum(sum(g.anchor_mask or []) for _, g in anchored))
         if not out["tokens"] or weight <= 0:
             out["tokens"] = 0.0
-            return out
-        shared = [anchored[i] for i in ranks.share(len(anchored))]  # this rank's share
-        chunk = self.h.micro_batch_size or len(shared) or 1
-        for start in range(0, len(shared), chunk):
-            part = shared[start : start + chunk]
+            anchored = []  # nothing to anchor; the collectives below still run
+        world = ranks.rank_world()[1]
+        chunk = self.h.micro_batch_size or math.ceil(len(anchored) / world) or 1
+        for ids in ranks.padded_shares(len(anchored), chunk):  # this rank's share
+            part = [anchored[i] for i in ids] if ids else anchored[:1]  # []: padding
             batch = self.collate(
                 [g.prompt for _, g in part],
                 [g.anchor_ids or [] for _, g in part],
@@ -564,13 +578,16 @@ class SalvageDSTrainer:
             )
             # A supervised term: at temperature 1, not the sampling temperature.
             logps = self._logps(self.model, batch, temperature=1.0)
+            if not ids:
+                (logps.sum() * 0.0).backward()  # takes part; adds nothing
+                continue
             nll, stats = action_anchor(logps, batch["loss_mask"], normalizer=out["tokens"])
             (weight * nll).backward()
             out["loss"] += float(nll.detach())
             for k, (i, _) in enumerate(part):
                 n = max(float(stats.per_sequence_tokens[k]), 1.0)
                 out["per_group"][i] = float(stats.per_sequence_nll[k]) / n
-        ranks.sum_entries(out, "loss")
+        ranks.sum_entries(out, "loss")  # unconditional: every rank, every step
         out["per_group"] = ranks.merge(out["per_group"])
         return out
 
