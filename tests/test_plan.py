@@ -66,8 +66,14 @@ def test_paper_8b_fits_and_its_sft_numbers_add_up() -> None:
     seq = min(spec.sft.max_seq_len, 12000 + (768 // 16) * (1024 // 16) // 4 + 2 + 256)
     act = spec.sft.batch_size * seq * P.activation_bytes_per_token(d, 2, True)
     assert sft.peak_bytes == 2 * d.params + 16 * d.shape.lora + act
-    # Time: FLOPs over (8 GPUs x 989.4 TFLOP/s x MFU 0.35); cost: 8 GPUs x hours x price.
-    assert sft.hours == pytest.approx(sft.flops / (8 * 989.4e12 * 0.35) / 3600)
+    # Time: FLOPs over (8 GPUs x 989.4 TFLOP/s x sft's MFU); cost: 8 GPUs x hours x price.
+    assert sft.hours == pytest.approx(sft.flops / (8 * 989.4e12 * P.MFU["sft"][0]) / 3600)
+    # The global batch is batch x grad_accum x GPUs per node, whatever the node count.
+    two = P.plan(_spec("paper-8b.yaml", "compute.num_nodes=2"))
+    sft2 = next(s for s in two.stages if s.stage == "sft")
+    assert sft2.flops == sft.flops and sft2.hours == pytest.approx(sft.hours / 2)
+    odd = P.plan(_spec("paper-8b.yaml", "compute.num_nodes=3"))
+    assert ("sft", "sft.grad_accum") in [(s, k) for s, k, _ in odd.field_problems]
     assert sft.usd == pytest.approx(sft.hours * 8 * 2.50)
 
 
@@ -109,20 +115,70 @@ def test_validate_refuses_a_stage_that_cannot_fit(tmp_path: Path) -> None:
     )
 
 
-def test_rl_time_counts_replicated_sampling_once_per_rank_and_splits_the_update() -> None:
-    from rmsweb.models.flops import rollout_flops, train_flops
+def test_rl_time_is_sharded_sampling_plus_a_share_of_the_update_plus_the_probe() -> None:
+    from rmsweb.models.flops import train_flops
 
     spec = _spec("paper-8b.yaml")
-    rl = next(s for s in P.plan(spec).stages if s.stage == "rl")
+    p = P.plan(spec)
+    rl = next(s for s in p.stages if s.stage == "rl")
     d = P.model_dims(spec)
     patches, img = P.image_tokens(spec)
     prompt = spec.model.prompt.max_prompt_tokens + img
     new = spec.model.prompt.max_new_tokens
-    n = spec.rl.steps * spec.rl.batch_size
-    rollout = n * rollout_flops(d.shape, prompt, new, patches)
-    update = n * train_flops(d.shape, prompt + new, new, patches)
-    assert rl.flops == pytest.approx(rollout + update)
-    # 8 ranks: each samples every sequence, each updates on 1/8 of them
-    assert rl.hours == pytest.approx((rollout + update / 8) / (989.4e12 * 0.35) / 3600)
+    r = spec.rl
+    peak, bw = 989.4e12, 3.35e12
+    # HF generate: 128 / 8 = 16 chunks of 8, 2 per rank; each a prefill and 256 decode steps
+    prefill = 8 * (2 * d.shape.text_linear * prompt + P.vision_forward_of(d, patches))
+    chunk = prefill / (peak * P.MFU["prefill"][0]) + P.decode_seconds(
+        d, 2, 8, prompt, new, bw, P.DECODE_EFFICIENCY["hf"][0]
+    )
+    update = 16 * train_flops(d.shape, prompt + new, new, patches) / (peak * P.MFU["rl_update"][0])
+    step = 2 * chunk + update
+    assert f"sampling {2 * chunk:.0f} s" in rl.notes[0] and f"update {update:.0f} s" in rl.notes[0]
+    # the KL probe: 64 states in micro-batches of 8 at each of 6 checkpoints (300 / 50)
+    assert "x 6 checkpoints (64 states in micro-batches of 8)" in rl.notes[0]
+    assert rl.hours > r.steps * step / 3600
     assert rl.usd == pytest.approx(rl.hours * 8 * 2.50)
-    assert "samples all 128 sequences" in rl.notes[-1]
+    # decode: 256 steps, each reading the weights and 8 sequences' KV cache
+    assert P.decode_seconds(d, 2, 8, 1000, 256, bw, 1.0) == pytest.approx(
+        256 * (2 * d.params + 8 * (1000 + 128) * P.kv_bytes_per_token(d, 2)) / bw
+    )
+
+
+def test_kl_probe_memory_is_one_micro_batch_and_in_the_peak() -> None:
+    spec = _spec("paper-8b.yaml")
+    rl = next(s for s in P.plan(spec).stages if s.stage == "rl")
+    d = P.model_dims(spec)
+    _, img = P.image_tokens(spec)
+    total = spec.model.prompt.max_prompt_tokens + img + spec.model.prompt.max_new_tokens
+    new = spec.model.prompt.max_new_tokens
+    probe = next(v for k, v in rl.memory.items() if k.startswith("kl_probe (8 x"))
+    per_seq = total * P.kv_bytes_per_token(d, 2) + P.PROBE_LOGIT_BYTES * d.vocab * new
+    assert probe == 8 * per_seq  # micro-batch 8, not the 64 probe states at once
+    assert 64 * total * P.kv_bytes_per_token(d, 2) / P.GIB > 100  # the old all-at-once cache
+    big = P.plan(_spec("paper-8b.yaml", "rl.micro_batch_size=null"))
+    assert [(s, k) for s, k, _ in big.field_problems] == [("rl", "rl.micro_batch_size")]
+
+
+def test_plan_prices_every_stage_and_warns_about_checkpoint_gaps() -> None:
+    units = {"train": 267, "val": 0, "test": 274}
+    p = P.plan(_spec("paper-8b.yaml"), units=units)
+    names = [s.stage for s in p.stages]
+    assert names[:5] == ["collect", "sft", "mine", "rl", "eval sft"] and "eval rl" in names
+    assert p.total_hours == pytest.approx(sum(s.hours for s in p.stages))
+    assert all(s.hours > 0 and s.usd > 0 for s in p.stages if s.stage != "eval/mine (vllm)")
+    assert any(w.startswith("sft: the plan puts") for w in p.warnings)  # save_steps 500
+    ok = P.plan(_spec("paper-8b.yaml", "sft.save_minutes=20"), units=units)
+    assert not any(w.startswith("sft:") for w in ok.warnings)
+    sized = P.plan(_spec("paper-8b.yaml", "sft.epochs=3"), units=units)
+    sft = next(s for s in sized.stages if s.stage == "sft")
+    samples = int(267 * 15 * P.SFT_STEPS_PER_EPISODE)
+    assert f"{-(-3 * samples // 256)} steps" in " ".join(sft.notes)
+    text = P.render(p)
+    assert "total:" in text and "source of MFU sft" in text and "llm-foundry" in text
+
+
+def test_validate_warns_when_checkpoints_are_far_apart() -> None:
+    result = CliRunner().invoke(app, ["validate", str(ROOT / "experiments" / "paper-8b.yaml")])
+    assert result.exit_code == 0
+    assert "sft: the plan puts" in result.output and "sft.save_minutes" in result.output

@@ -25,8 +25,26 @@ Memory per GPU, in bytes (w: bytes per weight of model.dtype):
   KV cache must fit in that share. RL with rl.sampler vllm: the engine's share
   (rl.sampler.gpu_memory_utilization, one GPU per engine) sits beside the trainer's
   weights, state and update activations for the whole stage, in place of HF's KV cache.
+- KL probe (RL, at every checkpoint): rl.kl_probe_states states sampled and scored in
+  micro-batches of rl.micro_batch_size: one micro-batch's KV cache, then the policy's and
+  the reference's completion logits with their log-softmax temporaries (PROBE_LOGIT_BYTES
+  per completion position and vocabulary entry).
 A stage fits when its peak is at most USABLE of the GPU's memory (the rest: CUDA context,
 allocator fragmentation, NCCL buffers).
+
+Time per stage (what `render` prints, per stage and for the whole pipeline):
+- compute-bound parts (training forward/backward, prefill) at an MFU of the datasheet
+  peak, per stage, each with its source (MFU below; `--mfu` replaces them all);
+- decode, memory-bound: each decode step reads the weights and the batch's KV cache
+  once, at an efficiency of the GPU's HBM bandwidth (DECODE_EFFICIENCY: HF generate for
+  RL sampling and the KL probe, vLLM for rl.sampler vllm, collect's served teacher,
+  mine and eval);
+- collect, mine and eval: their model calls (units x attempts x steps, each a prompt at
+  its budget) on the node's vLLM engines, or the browser (ENV_STEP_S a step over
+  suite.browser.contexts), whichever is slower; hosted judges and teachers priced from
+  their `prices`. Units come from the suite (`rmsweb plan` counts them); without them
+  these stages are left out.
+Every prompt is taken at its budget and every retry as spent: the figures are upper bounds.
 """
 
 from __future__ import annotations
@@ -52,8 +70,43 @@ USABLE = 0.9  # of the GPU's memory a stage may plan to use
 GPU_MEMORY_GIB = {"H200": 141, "H100": 80, "A100-80GB": 80, "A100": 40, "L40S": 48, "L4": 24}
 # On-demand USD per GPU-hour assumed when pricing a run (override: --usd-per-gpu-hour).
 USD_PER_GPU_HOUR = {"H200": 3.50, "H100": 2.50, "A100-80GB": 1.80, "A100": 1.30, "L40S": 1.00}
-DEFAULT_MFU = 0.35
+DEFAULT_MFU = 0.35  # kept for callers that pass one MFU for every stage
 PATCH = 16  # Qwen3-VL patch size; 2x2 patches merge into one image token
+# Datasheet HBM bandwidth, TB/s (SXM parts).
+HBM_TBPS = {"H200": 4.8, "H100": 3.35, "A100-80GB": 2.04, "A100": 1.56, "L40S": 0.864, "L4": 0.3}
+# MFU of the datasheet dense bf16 peak per kind of work, each with its source. Replace
+# them with benchmarks/gpu_step.py's measured mfu_sft / mfu_rl (benchmarks/gpu_smoke.sh)
+# once a GPU has run it; `--mfu` sets one value for all.
+MFU: dict[str, tuple[float, str]] = {
+    "sft": (
+        0.30,
+        "llm-foundry's H100 bf16 benchmarks (scripts/train/benchmarking/README.md): MPT-7B at "
+        "8k tokens with activation checkpointing 0.37, MPT-13B at 16k 0.36, FSDP and flash "
+        "attention tuned; HF Trainer + PEFT LoRA is less tuned: 0.30 assumed",
+    ),
+    "rl_update": (0.30, "as sft (the same forward/backward over prompt + completion)"),
+    "prefill": (
+        0.30,
+        "a forward pass over the prompt, compute-bound like training's forward: as sft",
+    ),
+}
+# Decode steps: fraction of HBM bandwidth achieved reading weights + KV cache per step.
+DECODE_EFFICIENCY: dict[str, tuple[float, str]] = {
+    "hf": (
+        0.15,
+        "assumed: HF generate launches every kernel of every layer from Python per token "
+        "(no CUDA graphs, padded batch); benchmarks/gpu_step.py's rollout time measures it",
+    ),
+    "vllm": (
+        0.60,
+        "assumed: vLLM's CUDA graphs, paged KV and continuous batching keep decode near the "
+        "bandwidth roofline (0.6 of it taken)",
+    ),
+}
+ENV_STEP_S = 3.0  # a live site's browser step (action, load, observe); assumed
+PROBE_LOGIT_BYTES = 28  # bf16 logits x 2, fp32 copies, log-softmaxes, p, product (kl_probe.py)
+CHECKPOINT_WARN_MINUTES = 30.0
+SFT_STEPS_PER_EPISODE = 0.5  # kept trajectories' steps as a share of suite.max_steps (assumed)
 
 
 @dataclass
@@ -86,9 +139,21 @@ class Plan:
     gpu: str
     gpus: int
     gpu_bytes: float
-    mfu: float
+    mfu: float | None  # one MFU for every stage (--mfu); None: MFU per stage with its source
     usd_per_gpu_hour: float
     stages: list[StagePlan]
+    warnings: list[str] = field(default_factory=list)
+
+    def mfu_of(self, kind: str) -> float:
+        return self.mfu if self.mfu is not None else MFU[kind][0]
+
+    @property
+    def total_hours(self) -> float:
+        return sum(s.hours for s in self.stages if not math.isnan(s.hours))
+
+    @property
+    def total_usd(self) -> float:
+        return sum(s.usd for s in self.stages if not math.isnan(s.usd))
 
     @property
     def problems(self) -> list[tuple[str, str, str]]:
@@ -175,14 +240,34 @@ def _largest(fits: Any, upper: int) -> int:
     return best
 
 
-def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = None) -> Plan:
-    """The plan of a GPU spec (compute.accelerators set, a model whose shape is known)."""
+def decode_seconds(
+    d: ModelDims, w: int, batch: int, prompt: int, new: int, bandwidth: float, eff: float
+) -> float:
+    """`new` decode steps of a `batch` of sequences after `prompt` tokens: each step reads
+    the weights once and the batch's KV cache (at its mean length)."""
+    per_step = w * d.params + batch * (prompt + new / 2) * kv_bytes_per_token(d, w)
+    return new * per_step / (bandwidth * eff)
+
+
+def plan(
+    spec: Any,
+    mfu: float | None = None,
+    usd_per_gpu_hour: float | None = None,
+    units: dict[str, int] | None = None,
+) -> Plan:
+    """The plan of a GPU spec (compute.accelerators set, a model whose shape is known).
+
+    `mfu`: one MFU for every stage (None: MFU per stage, with its source); `units`: the
+    suite's (task, seed) units per split (train, val, test, mine), which price collect,
+    mine and eval and size sft.epochs (None: those stages are left out).
+    """
     c = spec.compute
     gpu, per_node = gpu_of(c.accelerators)
     gpus = per_node * c.num_nodes
     gpu_bytes = GPU_MEMORY_GIB.get(gpu, 80) * GIB
     price = usd_per_gpu_hour if usd_per_gpu_hour is not None else USD_PER_GPU_HOUR.get(gpu, 0.0)
     peak_flops = DATASHEET_TFLOPS.get(gpu, 989.4) * 1e12
+    bandwidth = HBM_TBPS.get(gpu, 3.35) * 1e12
     d = model_dims(spec)
     out = Plan(spec.name, gpu, gpus, gpu_bytes, mfu, price, [])
     if d is None:
@@ -197,11 +282,17 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
     prompt = p.max_prompt_tokens + img
     new = p.max_new_tokens
 
+    def seconds(flops: float, kind: str) -> float:
+        return flops / (peak_flops * out.mfu_of(kind))
+
+    def priced(stage: StagePlan, hours: float, gpus_paid: int = gpus) -> None:
+        stage.hours = hours
+        stage.usd = hours * gpus_paid * price  # every GPU of the cluster is paid for
+
     def timed(stage: StagePlan, flops: float, gpus_used: int, replicated: float = 0.0) -> None:
         """`flops` split over `gpus_used`; `replicated` more that every GPU runs whole."""
         stage.flops = flops + replicated
-        stage.hours = (flops / gpus_used + replicated) / (peak_flops * mfu) / 3600
-        stage.usd = stage.hours * gpus * price  # every GPU of the cluster is paid for
+        priced(stage, seconds(flops / gpus_used + replicated, "sft") / 3600)
 
     def needs_sharding(stage: StagePlan, one: float) -> bool:
         """Weights + state + one sequence's memory (`one`) exceed the GPU: no field of this
@@ -219,6 +310,77 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
         )
         stage.missing = True
         return True
+
+    # ------------------------------------------------------------------ collect
+    suite = spec.suite
+    contexts = getattr(getattr(suite, "browser", None), "contexts", 1) or 1
+    judge = getattr(suite, "judge", None)
+    served = dict(spec.served_endpoints()) if hasattr(spec, "served_endpoints") else {}
+
+    def rollout_stage(
+        name: str, calls: int, episodes: int, engine: tuple[ModelDims, int] | None, note: str
+    ) -> StagePlan:
+        """`calls` model calls of `prompt` + `new` tokens on a vLLM engine (dims, tensor
+        parallel) with `contexts` in flight, or the browser's pace, whichever is slower;
+        a hosted judge's tokens priced per episode."""
+        stage = StagePlan(name, {}, 0.0)
+        gpu_s = 0.0
+        if engine is not None:
+            ed, tp = engine
+            pre = calls * (2 * ed.shape.text_linear * prompt + vision_forward_of(ed, patches))
+            eff = DECODE_EFFICIENCY["vllm"][0]
+            # tensor parallel: weights and KV split over tp GPUs, bandwidth summed
+            dec = (
+                calls / contexts * decode_seconds(ed, w, contexts, prompt, new, bandwidth * tp, eff)
+            )
+            gpu_s = seconds(pre, "prefill") / tp + dec
+            stage.flops = pre + calls * 2 * ed.shape.text_linear * new
+        env_s = calls * ENV_STEP_S / contexts
+        priced(stage, max(gpu_s, env_s) / 3600, per_node)  # one node's rollouts (per node)
+        if c.num_nodes > 1:  # units sharded over the nodes: each node's share, all paid
+            priced(stage, stage.hours / c.num_nodes)
+        stage.notes.append(
+            f"{calls:,} model calls ({episodes:,} episodes): engine {gpu_s / 3600:.1f} h, "
+            f"browser {env_s / 3600:.1f} h at {ENV_STEP_S:.0f} s a step over {contexts} "
+            f"contexts; {note}"
+        )
+        if judge is not None and getattr(judge, "prices", None) is not None:
+            k = getattr(judge, "last_k_screenshots", None) or suite.max_steps
+            judge_in = episodes * (k * max(img, 1000) + 4000)  # screenshots + task and trace
+            judge_usd = judge.prices.cost_usd(judge_in, episodes * 1000)
+            if judge_usd:
+                stage.usd += judge_usd
+                stage.notes.append(
+                    f"judge {judge.model}: ~{judge_in / 1e6:,.0f} M input tokens, "
+                    f"${judge_usd:,.0f} at its prices"
+                )
+        return stage
+
+    teacher_engine = None
+    teacher = getattr(spec.collect, "teacher", None)
+    t_endpoint = served.get("collect.teacher")
+    if t_endpoint is not None and t_endpoint.model in KNOWN_MODELS:
+        text, vision = KNOWN_MODELS[t_endpoint.model]
+        no_lora = type("NoLora", (), {"enabled": False, "rank": 0, "targets": []})()
+        teacher_engine = (
+            dims_from_config(text, vision, no_lora),
+            t_endpoint.serve.tensor_parallel_size,
+        )
+    policy_engine = None
+    backend = spec.model.backend
+    if getattr(backend, "kind", None) == "vllm":
+        policy_engine = (d, backend.tensor_parallel_size)
+    steps_per_episode = suite.max_steps
+    if units is not None and teacher is not None:
+        attempts = 1 + getattr(spec.collect, "max_retries", 0)
+        episodes = units.get("train", 0) * attempts
+        calls = episodes * steps_per_episode
+        teacher_note = (
+            f"teacher {t_endpoint.model} served on the node (tp {teacher_engine[1]})"
+            if teacher_engine
+            else "teacher hosted or unknown: its tokens are not priced here"
+        )
+        out.stages.append(rollout_stage("collect", calls, episodes, teacher_engine, teacher_note))
 
     # ------------------------------------------------------------------ sft
     s = spec.sft
@@ -241,11 +403,51 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
     )
     sft.peak_bytes = weights + state + s.batch_size * seq * act
     sft.notes.append(f"{s.batch_size} x {seq} tokens per micro-batch ({img} image tokens)")
-    timed(
-        sft,
-        s.max_steps * sft_flops(d.shape, s.batch_size * s.grad_accum * gpus, seq, patches),
-        gpus,
+    # The global batch is the spec's on any number of nodes: batch x grad_accum x GPUs per
+    # node (each node runs grad_accum / nodes micro-batches: train/sft/trainer.py).
+    global_batch = s.batch_size * s.grad_accum * per_node
+    sft_steps = s.max_steps
+    samples = None
+    if units is not None:
+        samples = int(units.get("train", 0) * steps_per_episode * SFT_STEPS_PER_EPISODE)
+    if getattr(s, "epochs", None) is not None and samples:
+        sft_steps = max(1, math.ceil(s.epochs * samples / global_batch))
+        sft.notes.append(
+            f"sft.epochs {s.epochs:g} over ~{samples:,} samples (estimated: train units x "
+            f"{SFT_STEPS_PER_EPISODE:g} x max_steps) at {global_batch} a step: {sft_steps} steps"
+        )
+    elif samples:
+        sft.notes.append(
+            f"{sft_steps} steps x {global_batch} samples = {sft_steps * global_batch / samples:,.1f}"
+            f" epochs over ~{samples:,} samples (estimated: train units x "
+            f"{SFT_STEPS_PER_EPISODE:g} x max_steps); sft.epochs sizes the run by passes"
+        )
+    sft.flops = sft_steps * sft_flops(d.shape, global_batch, seq, patches)
+    priced(sft, seconds(sft.flops / gpus, "sft") / 3600)
+    sft.notes.append(f"MFU {out.mfu_of('sft'):.2f} ({_source('sft', out)})")
+    sft_step_s = sft.hours * 3600 / sft_steps
+    interval = s.save_steps * sft_step_s
+    if getattr(s, "save_minutes", None):
+        interval = min(interval, s.save_minutes * 60)
+    sft.notes.append(
+        f"{sft_step_s:.0f} s a step; a checkpoint every {interval / 60:.0f} min "
+        f"(save_steps {s.save_steps}"
+        + (f", save_minutes {s.save_minutes:g}" if getattr(s, "save_minutes", None) else "")
+        + ")"
     )
+    if interval > CHECKPOINT_WARN_MINUTES * 60:
+        out.warnings.append(
+            f"sft: the plan puts {interval / 60:.0f} minutes between checkpoints (save_steps "
+            f"{s.save_steps} x {sft_step_s:.0f} s a step); a spot preemption loses up to that "
+            f"on {gpus} GPUs (${interval / 3600 * gpus * price:,.0f}). Fix: set sft.save_minutes "
+            f"(e.g. 20) or lower sft.save_steps."
+        )
+    if s.grad_accum % c.num_nodes:
+        sft.problem = (
+            "sft.grad_accum",
+            f"sft: grad_accum {s.grad_accum} is not a multiple of num_nodes {c.num_nodes}; each "
+            "node runs grad_accum / num_nodes micro-batches so the global batch stays the spec's",
+        )
     one_sample = seq * activation_bytes_per_token(d, w, True)
     if not needs_sharding(sft, one_sample) and sft.peak_bytes > budget:
         if (
@@ -264,11 +466,29 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
                 sft.problem = ("sft.gradient_checkpointing", f"sft: {_over(sft, budget)}")
     out.stages.append(sft)
 
+    # ------------------------------------------------------------------ mine
+    if units is not None and getattr(spec, "mine", None) is not None:
+        mine_units = units.get("mine") or units.get("train", 0)
+        episodes = mine_units * spec.mine.samples_per_task
+        out.stages.append(
+            rollout_stage(
+                "mine",
+                episodes * steps_per_episode,
+                episodes,
+                policy_engine,
+                "the SFT policy on the node's vLLM engine"
+                if policy_engine
+                else "policy backend hf: not priced",
+            )
+        )
+
     # ------------------------------------------------------------------ rl
     r = spec.rl
     if r is not None and getattr(r, "kind", None) != "continued_sft":
-        # Every rank samples the whole batch (ranks.py: sampling is not split yet), then
-        # runs the loss-and-backward of its 1/gpus share; the summed gradients make one step.
+        # Sampling is sharded (ranks.py): the batch's chunks of micro_batch_size sequences
+        # are dealt to the ranks, each rank samples its share and all gather; each rank
+        # then runs the loss-and-backward of its 1/gpus share; the summed gradients make
+        # one step. With rl.sampler vllm, rank 0's engine samples the whole batch.
         seqs = r.batch_size
         share = math.ceil(seqs / gpus)
         micro = min(r.micro_batch_size or seqs, seqs)
@@ -280,12 +500,20 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
         # rl.sampler vllm: the engine holds its share for the whole stage and samples in it
         # (its own copy of the weights and its KV cache); HF generate's KV cache is gone.
         vllm = sampler.gpu_memory_utilization * gpu_bytes if sampler.kind == "vllm" else 0.0
+        probe_states = int(getattr(r, "kl_probe_states", 0) or 0)
+        probe_micro = min(r.micro_batch_size or probe_states, probe_states)
+        probe = probe_micro * (total * kv + PROBE_LOGIT_BYTES * d.vocab * new)
 
-        def rl_peak(m: int, act_per_token: float) -> float:
+        def rl_peak(m: int, act_per_token: float, probe_bytes: float = probe) -> float:
             sampling = 0.0 if vllm else m * total * kv
-            return weights + state + vllm + max(sampling, m * (total * act_per_token + logits))
+            return (
+                weights
+                + state
+                + vllm
+                + max(sampling, m * (total * act_per_token + logits), probe_bytes)
+            )
 
-        ref = weights if (not lora and (r.beta > 0 or r.kl_probe_states)) else 0.0
+        ref = weights if (not lora and (r.beta > 0 or probe_states)) else 0.0
         sampling_memory = (
             {"vllm_share (rl.sampler: weights + KV cache)": vllm}
             if vllm
@@ -300,17 +528,68 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
                 **sampling_memory,
                 f"update activations ({'with' if r.gradient_checkpointing else 'without'} "
                 "checkpointing) + logits": micro * (total * rl_act + logits),
+                f"kl_probe ({probe_micro} x {total} tokens: KV cache + 2 completion logits)": probe,
             },
             rl_peak(micro, rl_act) + ref,
         )
-        rl.notes.append(
-            f"micro-batch {micro}; each of the {gpus} ranks samples all {seqs} sequences and "
-            f"updates on its {share} (gradients summed): time is sampling + 1/{gpus} of the update"
+        # Time per step: sampling (each rank its chunks), the update (1/gpus each), and the
+        # KL probe at every checkpoint (sampling + the policy's and reference's forwards).
+        hf_eff = DECODE_EFFICIENCY["hf"][0]
+        prefill_one = 2 * d.shape.text_linear * prompt + vision_forward_of(d, patches)
+
+        def hf_sampling_s(n: int, m: int, ranks: int) -> float:
+            chunks = math.ceil(math.ceil(n / m) / ranks)  # per rank, in turn
+            one = seconds(m * prefill_one, "prefill") + decode_seconds(
+                d, w, m, prompt, new, bandwidth, hf_eff
+            )
+            return chunks * one
+
+        if vllm:
+            v_eff = DECODE_EFFICIENCY["vllm"][0]
+            cap = max(1, int((vllm - weights) / (total * kv)))
+            batch_in_engine = min(seqs, cap)
+            sample_s = seconds(seqs * prefill_one, "prefill") + math.ceil(
+                seqs / batch_in_engine
+            ) * decode_seconds(d, w, batch_in_engine, prompt, new, bandwidth, v_eff)
+            how = f"vLLM on rank 0 ({batch_in_engine} sequences at once, decode at {v_eff:.2f} of HBM)"
+        else:
+            sample_s = hf_sampling_s(seqs, micro, gpus)
+            how = (
+                f"HF generate, {math.ceil(math.ceil(seqs / micro) / gpus)} chunk(s) of {micro} per "
+                f"rank (decode at {hf_eff:.2f} of HBM)"
+            )
+        update_one = train_flops(d.shape, total, new, patches)
+        update_s = seconds(share * update_one, "rl_update")
+        probes = (
+            (r.steps // r.save_steps + (0 if r.steps % r.save_steps == 0 else 1))
+            if probe_states
+            else 0
         )
-        rollout = r.steps * seqs * rollout_flops(d.shape, prompt, new, patches)
-        update = r.steps * seqs * train_flops(d.shape, prompt + new, new, patches)
-        timed(rl, update, gpus, replicated=rollout)  # sampling runs whole on every rank
-        one = rl_peak(1, activation_bytes_per_token(d, w, True)) - weights - state - vllm
+        probe_s = 0.0
+        if probe_states:
+            probe_s = hf_sampling_s(probe_states, probe_micro or 1, gpus) + seconds(
+                math.ceil(probe_states / gpus) * 2 * 2 * d.shape.text_linear * total, "prefill"
+            )
+        step_s = sample_s + update_s
+        rl.flops = r.steps * seqs * (rollout_flops(d.shape, prompt, new, patches) + update_one)
+        priced(rl, (r.steps * step_s + probes * probe_s) / 3600)
+        rl.notes.append(
+            f"a step: sampling {sample_s:.0f} s ({how}), update {update_s:.0f} s ({share} of "
+            f"{seqs} sequences a rank, MFU {out.mfu_of('rl_update'):.2f}); KL probe "
+            f"{probe_s:.0f} s x {probes} checkpoints ({probe_states} states in micro-batches "
+            f"of {probe_micro})"
+        )
+        rl.notes.append(
+            f"micro-batch {micro}; sampling sharded over the {gpus} ranks and gathered, each "
+            f"rank updates on its {share} (gradients summed)"
+        )
+        rl_interval = r.save_steps * step_s
+        if rl_interval > CHECKPOINT_WARN_MINUTES * 60:
+            out.warnings.append(
+                f"rl: the plan puts {rl_interval / 60:.0f} minutes between checkpoints "
+                f"(save_steps {r.save_steps} x {step_s:.0f} s a step). Fix: lower rl.save_steps."
+            )
+        one = rl_peak(1, activation_bytes_per_token(d, w, True), 0.0) - weights - state - vllm
         if vllm and vllm - weights < sampler.max_model_len * kv:
             rl.problem = (
                 "rl.sampler.gpu_memory_utilization",
@@ -329,7 +608,18 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
             if not r.gradient_checkpointing and fits_ckpt:
                 rl.problem = ("rl.gradient_checkpointing", "rl: set it true: " + _over(rl, budget))
             else:
-                fit = _largest(lambda m: rl_peak(m, rl_act) + ref <= budget, micro)
+                fit = _largest(
+                    lambda m: (
+                        rl_peak(
+                            m,
+                            rl_act,
+                            min(m, probe_states) * (total * kv + PROBE_LOGIT_BYTES * d.vocab * new),
+                        )
+                        + ref
+                        <= budget
+                    ),
+                    micro,
+                )
                 if fit:
                     rl.problem = (
                         "rl.micro_batch_size",
@@ -339,8 +629,22 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
                     rl.problem = ("rl.gradient_checkpointing", f"rl: {_over(rl, budget)}")
         out.stages.append(rl)
 
+    # ------------------------------------------------------------------ eval
+    if units is not None:
+        for policy in spec.eval.policies:
+            splits = getattr(policy, "splits", None) or spec.eval.splits
+            episodes = sum(units.get(split, 0) for split in splits)
+            out.stages.append(
+                rollout_stage(
+                    f"eval {policy.name}",
+                    episodes * steps_per_episode,
+                    episodes,
+                    policy_engine if getattr(policy, "kind", "") == "checkpoint" else None,
+                    f"splits {', '.join(splits)}",
+                )
+            )
+
     # ------------------------------------------------------------------ vLLM rollouts
-    backend = spec.model.backend
     if getattr(backend, "kind", None) == "vllm":
         tp = backend.tensor_parallel_size
         share = backend.gpu_memory_utilization * gpu_bytes
@@ -363,6 +667,24 @@ def plan(spec: Any, mfu: float = DEFAULT_MFU, usd_per_gpu_hour: float | None = N
     return out
 
 
+def vision_forward_of(d: ModelDims, patches: int) -> float:
+    from rmsweb.models.flops import vision_forward
+
+    return vision_forward(d.shape, patches) if patches else 0.0
+
+
+def _source(kind: str, p: Plan) -> str:
+    return "--mfu" if p.mfu is not None else MFU[kind][1].split(":")[0]
+
+
+def checkpoint_warnings(spec: Any) -> list[str]:
+    """`validate`'s warnings: more than CHECKPOINT_WARN_MINUTES between checkpoints of a
+    GPU stage (empty for CPU specs and unknown models)."""
+    if not spec.compute.accelerators or model_dims(spec) is None:
+        return []
+    return plan(spec).warnings
+
+
 def _over(stage: StagePlan, budget: float) -> str:
     return f"needs {stage.peak_bytes / GIB:.1f} GiB per GPU > {budget / GIB:.1f} GiB usable"
 
@@ -378,9 +700,16 @@ def fit_problems(spec: Any) -> tuple[list[tuple[str, str, str]], list[tuple[str,
 
 
 def render(p: Plan) -> str:
+    mfu = (
+        f"MFU {p.mfu:.2f} of the datasheet peak (--mfu)"
+        if p.mfu is not None
+        else "MFU per stage: " + ", ".join(f"{k} {v:.2f}" for k, (v, _) in MFU.items())
+    )
     lines = [
         f"{p.name}: {p.gpus} x {p.gpu} ({p.gpu_bytes / GIB:.0f} GiB, {USABLE:.0%} usable), "
-        f"time at MFU {p.mfu:.2f} of the datasheet peak, ${p.usd_per_gpu_hour:.2f}/GPU-hour"
+        f"{mfu}; decode at {DECODE_EFFICIENCY['hf'][0]:.2f} (HF generate) / "
+        f"{DECODE_EFFICIENCY['vllm'][0]:.2f} (vLLM) of HBM bandwidth; "
+        f"${p.usd_per_gpu_hour:.2f}/GPU-hour"
     ]
     if not p.stages:
         lines.append("  model shape unknown: nothing to plan")
@@ -388,16 +717,27 @@ def render(p: Plan) -> str:
         status = (
             ("REFUSED: needs model sharding" if s.missing else "REFUSED") if s.problem else "fits"
         )
-        lines.append(f"  {s.stage}: peak {s.peak_bytes / GIB:.1f} GiB per GPU ({status})")
+        if s.memory:
+            lines.append(f"  {s.stage}: peak {s.peak_bytes / GIB:.1f} GiB per GPU ({status})")
+        else:
+            lines.append(f"  {s.stage}: ({status})")
         for k, v in s.memory.items():
             lines.append(f"    {k}: {v / GIB:.2f} GiB")
-        if s.flops:
-            lines.append(
-                f"    model FLOPs {s.flops:.3e}; {s.hours:.1f} h; ${s.usd:,.0f} ({p.gpus} GPUs)"
-            )
+        if s.hours or s.usd:
+            flops = f"model FLOPs {s.flops:.3e}; " if s.flops else ""
+            lines.append(f"    {flops}{s.hours:.1f} h; ${s.usd:,.0f} ({p.gpus} GPUs)")
         lines.extend(f"    note: {n}" for n in s.notes)
         if s.problem:
             lines.append(f"    error: {s.problem[0]}: {s.problem[1]}")
+    if p.stages:
+        lines.append(f"  total: {p.total_hours:,.1f} h; ${p.total_usd:,.0f}")
+        if p.mfu is None:
+            lines.extend(f"  source of MFU {k} {v:.2f}: {src}" for k, (v, src) in MFU.items())
+            lines.extend(
+                f"  source of decode {k} {v:.2f}: {src}"
+                for k, (v, src) in DECODE_EFFICIENCY.items()
+            )
+    lines.extend(f"  warning: {w}" for w in p.warnings)
     return "\n".join(lines)
 
 

@@ -14,7 +14,20 @@ class SFTSpec(SpecModel):
         2000, ge=1, description="Optimizer steps. Tiny models learn in a late jump: plan thousands."
     )
     batch_size: int = Field(64, ge=1, description="Samples per device per micro-batch.")
-    grad_accum: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
+    grad_accum: int = Field(
+        1,
+        ge=1,
+        description="Micro-batches per optimizer step on one node. With compute.num_nodes > 1 "
+        "each node runs grad_accum / num_nodes of them (a multiple is required), so the global "
+        "batch stays batch_size x grad_accum x GPUs per node and more nodes run a step faster.",
+    )
+    epochs: float | None = Field(
+        None,
+        gt=0,
+        description="Size the run by passes over the SFT samples: steps = ceil(epochs x "
+        "samples / global batch), in place of max_steps (null: max_steps). `rmsweb plan` "
+        "estimates the samples of live suites.",
+    )
     learning_rate: float = Field(1e-3, gt=0, lt=1, description="Peak learning rate.")
     lr_scheduler: Literal["cosine", "linear", "constant"] = Field(
         "cosine", description="Decay after warmup."
@@ -29,6 +42,13 @@ class SFTSpec(SpecModel):
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     max_seq_len: int = Field(1024, ge=64, description="Longest training sequence in tokens.")
     save_steps: int = Field(500, ge=1, description="Checkpoint every N steps (resume point).")
+    save_minutes: float | None = Field(
+        None,
+        gt=0,
+        description="Also checkpoint once this many minutes have passed since the last "
+        "checkpoint (a spot preemption loses at most that much); null: by save_steps only. "
+        "`validate` warns when the plan puts more than 30 minutes between checkpoints.",
+    )
     logging_steps: int = Field(20, ge=1, description="Log loss every N steps.")
     val_fraction: float = Field(
         0.02, ge=0, lt=0.5, description="Held-out share of samples for the eval loss."

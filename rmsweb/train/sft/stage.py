@@ -19,6 +19,7 @@ This module is the stage's I/O; samples.py builds the samples, trainer.py trains
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import time
 
@@ -28,7 +29,14 @@ from rmsweb.errors import UserError
 from rmsweb.models.config import lora_kwargs
 from rmsweb.stage_io import StageIO
 from rmsweb.train.sft.samples import build_samples, write_samples
-from rmsweb.train.sft.trainer import SFTHyper, train_sft, write_loss_curve
+from rmsweb.train.sft.trainer import (
+    SFTHyper,
+    epoch_steps,
+    node_grad_accum,
+    nodes_from_env,
+    train_sft,
+    write_loss_curve,
+)
 
 
 def main(io: StageIO) -> None:
@@ -63,10 +71,17 @@ def main(io: StageIO) -> None:
         )
     io.out.mkdir(parents=True, exist_ok=True)
     write_samples(io.out / "samples.jsonl", samples)
+    # Several nodes: each runs grad_accum / nodes micro-batches, so the global batch is
+    # the spec's (batch_size x grad_accum x GPUs per node) and 2 nodes take half the time.
+    grad_accum = node_grad_accum(s.grad_accum, nodes_from_env())
+    max_steps = s.max_steps
+    if s.epochs is not None:  # sized by passes over the data (global batch: the spec's)
+        gpus = int(os.environ.get("WORLD_SIZE", "1"))
+        max_steps = epoch_steps(s.epochs, len(samples), s.batch_size * grad_accum * gpus)
     hyper = SFTHyper(
-        max_steps=s.max_steps,
+        max_steps=max_steps,
         batch_size=s.batch_size,
-        grad_accum=s.grad_accum,
+        grad_accum=grad_accum,
         learning_rate=s.learning_rate,
         lr_scheduler=s.lr_scheduler,
         warmup_ratio=s.warmup_ratio,
@@ -77,7 +92,8 @@ def main(io: StageIO) -> None:
         max_grad_norm=s.max_grad_norm,
         max_seq_len=s.max_seq_len,
         save_steps=s.save_steps,
-        logging_steps=s.logging_steps,
+        save_minutes=s.save_minutes,
+        logging_steps=min(s.logging_steps, max_steps),
         val_fraction=s.val_fraction,
         precision=s.precision,
         gradient_checkpointing=s.gradient_checkpointing,
@@ -122,11 +138,12 @@ def main(io: StageIO) -> None:
             "samples": len(samples),
             "samples_with_screenshot": sum(x.screenshot is not None for x in samples),
             "episodes": len({(x.task_id, x.seed) for x in samples}),
-            "steps": s.max_steps,
+            "steps": max_steps,
+            "grad_accum_per_node": grad_accum,
             "loss_first": first,
             "loss_final": last,
             "eval_loss": evals[-1] if evals else None,
             "wall_s": round(wall, 1),
-            "samples_per_s": round(s.max_steps * s.batch_size * s.grad_accum / max(wall, 1e-9), 1),
+            "samples_per_s": round(max_steps * s.batch_size * grad_accum / max(wall, 1e-9), 1),
         }
     )

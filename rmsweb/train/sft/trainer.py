@@ -2,10 +2,12 @@
 
 A full fine-tune for tiny models, LoRA (PEFT) when asked. Samples with a screenshot
 go in with an `images` column and the trainer gets the VL processor (not the bare
-tokenizer), so the image tokens and pixels are those the policy sees at eval. Checkpoints every
-`save_steps` under `work_dir`; a rerun continues from the last whole one (a
-checkpoint cut short by a kill, a full disk or a failed copy is skipped with a
-warning, see `_last_checkpoint`).
+tokenizer), so the image tokens and pixels are those the policy sees at eval.
+Checkpoints every `save_steps`, and every `save_minutes` (TimedCheckpoints), under
+`work_dir`; a rerun continues from the last whole one (a checkpoint cut short by a
+kill, a full disk or a failed copy is skipped with a warning, see `_last_checkpoint`).
+Under torchrun on several nodes each node runs grad_accum / nodes micro-batches a step
+(`node_grad_accum`), so the global batch is the spec's on any number of nodes.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import dataclasses
 import io
 import json
 import logging
+import math
+import os
 import random
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmsweb.errors import UserError
 from rmsweb.train.sft.samples import Sample
 
 log = logging.getLogger(__name__)
@@ -46,6 +51,74 @@ class SFTHyper:
     precision: str
     gradient_checkpointing: bool
     seed: int
+    save_minutes: float | None = None  # also checkpoint by time (TimedCheckpoints)
+
+
+def nodes_from_env() -> int:
+    """Nodes of this torchrun job (WORLD_SIZE / LOCAL_WORLD_SIZE); 1 outside torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    return max(1, world // max(1, local))
+
+
+def node_grad_accum(grad_accum: int, nodes: int) -> int:
+    """Micro-batches per optimizer step on each of `nodes` nodes, so that the global batch
+    is the spec's (batch_size x grad_accum x GPUs per node) on any number of nodes."""
+    if grad_accum % nodes:
+        raise UserError(
+            f"sft.grad_accum {grad_accum} is not a multiple of the {nodes} nodes: the global "
+            f"batch cannot stay the spec's. Fix: set sft.grad_accum to a multiple of {nodes}."
+        )
+    return grad_accum // nodes
+
+
+def epoch_steps(epochs: float, samples: int, global_batch: int) -> int:
+    """Optimizer steps of `epochs` passes over `samples` at `global_batch` samples a step."""
+    return max(1, math.ceil(epochs * samples / max(1, global_batch)))
+
+
+class TimedCheckpoints:
+    """A TrainerCallback that also saves once `minutes` have passed since the last save.
+
+    save_steps alone spaces checkpoints by steps: 500 steps of paper-8b's SFT are about 7
+    hours of 8 GPUs, all lost to one spot preemption. Under torchrun every rank must agree
+    to save (the Trainer's save runs on every rank), so rank 0's clock decides and its
+    decision is broadcast each step (one byte). `clock`: for tests.
+    """
+
+    def __init__(self, minutes: float, clock: Any = None) -> None:
+        import time
+
+        self.seconds = minutes * 60.0
+        self.clock = clock or time.monotonic
+        self.last = self.clock()
+
+    def _agreed(self, due: bool, device: Any) -> bool:
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return due
+        import torch
+
+        flag = torch.tensor([1 if due else 0], dtype=torch.uint8, device=device)
+        dist.broadcast(flag, src=0)
+        return bool(flag.item())
+
+    # TrainerCallback's hooks (duck-typed: transformers calls those that exist).
+    def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> Any:
+        due = self.clock() - self.last >= self.seconds
+        if self._agreed(due, getattr(args, "device", None)):
+            control.should_save = True
+        return control
+
+    def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> Any:
+        self.last = self.clock()
+        return control
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("on_"):  # every other TrainerCallback event: nothing to do
+            return lambda *a, **k: None
+        raise AttributeError(name)
 
 
 def _scheduler(h: SFTHyper) -> tuple[str, dict[str, Any]]:
@@ -197,6 +270,9 @@ def train_sft(
         trainer_class = type(
             "PlainLossSFTTrainer", (SFTTrainer,), {"compute_loss": Trainer.compute_loss}
         )
+    callbacks = list(callbacks or [])
+    if h.save_minutes:
+        callbacks.append(TimedCheckpoints(h.save_minutes))
     trainer = trainer_class(
         model=model,
         args=config,
@@ -204,7 +280,7 @@ def train_sft(
         eval_dataset=eval_ds,
         processing_class=processor if with_images else tokenizer,
         peft_config=peft_config,
-        callbacks=callbacks,
+        callbacks=callbacks or None,
     )
     last = _last_checkpoint(work_dir)
     trainer.train(resume_from_checkpoint=str(last) if last else None)
