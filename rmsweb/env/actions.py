@@ -161,13 +161,20 @@ def parse_action(text: str) -> Action | ParseError:
     typographic quotes, backslash escapes, `name=` keywords, `[12]` or `"12"` as element
     ids, any letter case in the action name, and trailing prose after the call.
 
-    More than one action is a ParseError, not the first or the last one: a second
-    "Action: ..." line, a second call on a line of its own, or one joined on by `;`,
-    `,`, "and", "then" or `&&` (a call mentioned inside a sentence, "click(3) instead of
-    click(5)", is prose). Why: a step runs one action and then observes the page, so
-    running one of two would silently drop the other while the history shows the model
-    it asked for both; and for the +-1 reward of Salvage-DS an output listing a right and
-    a wrong action is a hedge that must not score as the right one.
+    More than one action is a ParseError, not the first or the last one: an output that
+    offers two or more actions, as alternatives or as a sequence. That is a second
+    "Action: ..." line, a second call on a line of its own, or one joined on by
+    connectors only: punctuation (`;` `,` `|` `/` `->` `&&` ...) and words such as "or",
+    "else", "otherwise", "alternatively", "maybe", "and", "then", "next", "followed by",
+    "if that fails" (`click(1) or click(2)`, `click(1) | click(2)`, `click(1)/click(2)`,
+    `click(1) else click(2)`; see _JOINERS). A call mentioned inside a sentence is prose,
+    and one the text rejects ("click(3) instead of click(5)", "rather than", "not",
+    "unlike") is not offered: `Action: instead of click(5), click(3)` is click(3) (an
+    output that offers none is read as its first call). Why: a step runs one action and
+    then observes the page, so running one of two would silently drop the other while
+    the history shows the model it asked for both; and for the +-1 reward of Salvage-DS
+    an output listing a right and a wrong action is a hedge that must not score as the
+    right one.
 
     Never raises for a `str` (any content, any length: time is linear in it); raises
     ActionInputError for anything else.
@@ -190,38 +197,152 @@ def parse_action(text: str) -> Action | ParseError:
             hint = f" (did you mean {close[0]}?)" if close else ""
             return ParseError(f"unknown action {name[:40]!r}{hint}")
         return ParseError('no action found; expected e.g. click(3) or fill(3, "text")')
-    name = m.group(1).lower()
-    parsed = _parse_args(body, m.end())
-    if isinstance(parsed, ParseError):
-        return ParseError(f"{name}: {parsed.reason}")
-    args, end = parsed
-    second = _second_action(body, end) or _earlier_action(text, marks[:-1])
+    return _pick(body, m, text, marks[:-1])
+
+
+# ----------------------------------------------------------------- one action or several
+#
+# After the first call, every later call is read by the clause before it (the text since
+# the previous call, from its last , ; : . ! ? or line break): a clause that ends in a
+# rejection names an action the text turns down; a clause of connectors only joins the
+# call on (another action offered, an alternative or a next step); a clause with a word
+# that offers ("or", "else", "then", ...) and none that rejects does too; any other
+# clause is prose that mentions the call. A call listed after another by "or"/"and"
+# within a sentence shares its standing ("instead of click(5) or click(6)" rejects
+# both).
+
+# Connector words and phrases (longest first: the alternation is atomic, so a shorter
+# phrase never steals a longer one's start; the loop is possessive, so no backtracking).
+_JOINERS = (
+    r"(?:if|when|in\s+case|should)\s+(?:(?:that|this|it|so|the\s+\w+)\s+)?"
+    r"(?:fails?|failed|(?:does|did|do|will|would)(?:\s+not|n'?t)\s+work|won'?t\s+work"
+    r"|is\s+wrong|does\s+nothing|has\s+no\s+effect|(?:is|was)(?:\s+not|n'?t)\s+(?:it|right|there)"
+    r"|nothing\s+happens)",
+    r"if\s+(?:not|needed|necessary|required|possible|so)",
+    r"failing\s+(?:that|this|it)",
+    r"in\s+that\s+case",
+    r"or\s+else",
+    r"and\s*/\s*or",
+    r"after\s+(?:that|this|it|which)",
+    r"followed\s+by",
+    r"as\s+a\s+(?:fallback|backup|last\s+resort|second\s+step|next\s+step)",
+    r"go\s+ahead\s+and",
+    r"(?:one|the\s+other|another)\s+(?:option|choice|way)(?:\s+is)?",
+    r"otherwise|alternatively|alternative|maybe|perhaps|possibly|probably|either|neither",
+    r"then|next|also|plus|finally|lastly|afterwards?|subsequently|later|before|after",
+    r"and|or|else|but|instead|vs|versus|both|nor",
+    r"try(?:ing)?|retry|again|first(?:ly)?|second(?:ly)?|third|fallback|backup",
+    r"(?:option|choice|step|action|alt)s?(?:\s*\d+)?",
+    r"i|i'?ll|i'?d|i'?m|we|we'?ll|let'?s|you|can|could|might|may|should|will|would|shall",
+    r"to|just|do|want|need|going|gonna|click|press|now|or\s+so",
+    r"\d+",
+    # a few other languages' "or", "then", "otherwise"
+    r"oder|dann|sonst|ou|puis|sinon|o|luego|entonces",
+)
+_CONNECTORS = re.compile(
+    r"(?:[\W_]+|(?>(?:" + "|".join(_JOINERS) + r")\b)|或者|或|然后|否则|再)*+", re.IGNORECASE
+)
+_LISTED = re.compile(r"[\W_]*(?:(?:or|and|nor|and\s*/\s*or)\b[\W_]*)++", re.IGNORECASE)
+# A clause that ends in one of these (before any punctuation) turns the next call down.
+_REJECTS = re.compile(
+    r"(?:\b(?:instead\s+of|rather\s+than|in\s+place\s+of|than|not|never|nor|avoid(?:ing)?"
+    r"|unlike|except|excluding|without|skip(?:ping)?|ignor(?:e|ing)|dont|cant|wont|statt|anstatt)"
+    r"|n['’]t|而不是|不是|不要|别)"
+    # "do not use", "never click the", "don't go with"
+    r"(?:\s+(?:use|using|click|clicking|press|pressing|choose|choosing|pick|picking|select"
+    r"|selecting|try|trying|do|doing|go\s+with|the|a|an|this|that|action|option)\b){0,3}"
+    r"[\W_]*\Z",
+    re.IGNORECASE,
+)
+# Words that offer an alternative or a next step anywhere in a clause; they join a call
+# on unless the clause also rejects something.
+_OFFERS = re.compile(
+    r"\b(?:or|else|otherwise|alternatively|either|maybe|perhaps|fallback|backup|failing"
+    r"|fails|then|next|afterwards|followed)\b",
+    re.IGNORECASE,
+)
+_REJECT_WORD = re.compile(
+    r"\b(?:instead\s+of|rather\s+than|than|not|never|avoid|unlike|except|without)\b|n['’]t\b",
+    re.IGNORECASE,
+)
+_CLAUSE_MARKS = ",;:.!?\n"
+_HARD_BREAK = re.compile(r"[;:.!?\n]")
+# A later call's arguments, skipped so that a call written inside them is not read as
+# another one; bounded so that many unclosed calls stay linear.
+_LATER_ARGS = re.compile(
+    r"""(?:[^()"'\n]|"(?:[^"\\\n]|\\.){0,200}+"|'(?:[^'\\\n]|\\.){0,200}+'){0,400}+\)"""
+)
+
+# How the text stands to a call.
+_OFFERED, _REJECTED, _MENTIONED = "offered", "rejected", "mentioned"
+
+
+def _last_clause(gap: str) -> str:
+    return gap[max(gap.rfind(c) for c in _CLAUSE_MARKS) + 1 :]
+
+
+def _standing(gap: str, before: str | None) -> str:
+    """How the text stands to a call that `gap` leads into; `before`: the standing of
+    the call before it (None: this is the first call considered)."""
+    clause = _last_clause(gap)
+    if _REJECTS.search(clause[-80:]):
+        return _REJECTED
+    if before is None:
+        return _OFFERED
+    if _CONNECTORS.fullmatch(clause):
+        # "or"/"and" inside one sentence lists calls that stand together
+        listed = _LISTED.fullmatch(clause) and not _HARD_BREAK.search(gap)
+        return before if listed else _OFFERED
+    if _OFFERS.search(clause) and not _REJECT_WORD.search(clause):
+        return _OFFERED
+    return _MENTIONED
+
+
+def _pick(
+    body: str, first: re.Match[str], text: str, earlier_marks: Sequence[re.Match[str]]
+) -> Action | ParseError:
+    """The one action `body` offers, starting from its first call `first`."""
+    chosen: tuple[str, list[_Arg]] | None = None
+    before: str | None = None
+    m: re.Match[str] | None = first
+    gap = body[: first.start()]
+    while m is not None:
+        name = m.group(1).lower()
+        standing = _standing(gap, before)
+        if standing == _OFFERED and chosen is not None:
+            return ParseError(
+                f"more than one action ({chosen[0]}(...) and {name}(...)); "
+                "reply with exactly one action per step"
+            )
+        if standing == _OFFERED:
+            parsed = _parse_args(body, m.end())
+            if isinstance(parsed, ParseError):
+                return ParseError(f"{name}: {parsed.reason}")
+            chosen, end = (name, parsed[0]), parsed[1]
+        else:
+            skip = _LATER_ARGS.match(body, m.end())
+            end = skip.end() if skip else m.end()
+        before = standing
+        m = _CALL.search(body, end)
+        if m is not None:
+            gap = body[end : m.start()]
+    if chosen is None:
+        # Nothing offered, only turned down ("Do not do click(2) again."): the call it
+        # names is what the text is about (the reflection reader relies on this).
+        parsed = _parse_args(body, first.end())
+        if isinstance(parsed, ParseError):
+            return ParseError(f"{first.group(1).lower()}: {parsed.reason}")
+        chosen = (first.group(1).lower(), parsed[0])
+    second = _earlier_action(text, earlier_marks)
     if second is not None:
         return ParseError(
-            f"more than one action ({name}(...) and {second}(...)); "
+            f"more than one action ({chosen[0]}(...) and {second}(...)); "
             "reply with exactly one action per step"
         )
-    return _build(name, args)
+    return _build(*chosen)
 
 
-# What may join a second action onto the first: separators, "and", "then", "&&", bullets.
-_JOIN = re.compile(r"[\s;,`*>\-]*(?:(?:(?:and|then)\b|&&)[\s,]*)?(?:action\s*:\s*)?", re.I | re.A)
 _LINE_LEAD = re.compile(r"[ \t`*>\-]*(?:action\s*:\s*)?", re.I | re.A)
-
-
-def _second_action(body: str, end: int) -> str | None:
-    """The name of another action after the one that ends at `end`, if any: joined on
-    directly, or at the start of a later line."""
-    m = _CALL.match(body, _JOIN.match(body, end).end())  # type: ignore[union-attr]
-    if m:
-        return m.group(1).lower()
-    newline = body.find("\n", end)
-    while newline >= 0:
-        m = _CALL.match(body, _LINE_LEAD.match(body, newline + 1).end())  # type: ignore[union-attr]
-        if m:
-            return m.group(1).lower()
-        newline = body.find("\n", newline + 1)
-    return None
 
 
 def _earlier_action(text: str, marks: Sequence[re.Match[str]]) -> str | None:
