@@ -15,7 +15,9 @@ One policy object answers "may this URL load?" for two kinds of suites:
    dot, in any case: this machine), so "the browser will fail too" does not hold. Hosts
    are compared as Chromium canonicalises them (percent-decoded, NFKC-folded, lower case,
    trailing dots dropped, backslashes read as slashes, numeric IPv4 forms), so a spelling
-   the browser reads as this machine is refused by the static check already. The browser
+   the browser reads as this machine is refused by the static check already; an IPv6
+   literal that embeds an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo) is
+   judged by the address it embeds. The browser
    resolves names itself later, so a DNS-rebinding site could still slip through: this
    guard keeps honest agents on public pages, it is not a sandbox.
 
@@ -312,12 +314,47 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
+# IPv6 prefixes whose addresses carry an IPv4 address in their last 32 bits: IPv4-mapped
+# (::ffff:0:0/96), IPv4-translated (SIIT, ::ffff:0:0:0/96), IPv4-compatible (::/96,
+# deprecated) and the NAT64 well-known prefix (64:ff9b::/96, RFC 6052). 6to4
+# (2002::/16) and Teredo (2001::/32) carry theirs elsewhere (ip.sixtofour, ip.teredo).
+_EMBEDS_LAST_32 = tuple(
+    ipaddress.IPv6Network(n) for n in ("::ffff:0:0/96", "::ffff:0:0:0/96", "::/96", "64:ff9b::/96")
+)
+_TEREDO = ipaddress.IPv6Network("2001::/32")
+# Not globally reachable by the IANA registry, though Python 3.11 calls it global: the
+# NAT64 local-use prefix (RFC 8215), which embeds an IPv4 address where its operator
+# chooses.
+_NOT_GLOBAL_V6 = (ipaddress.IPv6Network("64:ff9b:1::/48"),)
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address embeds (mapped, translated, compatible, NAT64,
+    6to4, Teredo's server and client); empty for any other address."""
+    if any(ip in net for net in _EMBEDS_LAST_32):
+        return (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF),)
+    if ip.sixtofour is not None:
+        return (ip.sixtofour,)
+    if ip.teredo is not None:
+        return ip.teredo
+    return ()
+
+
 def _private_ip(address: str) -> bool:
+    """`address` is not a public unicast address. An IPv6 address that embeds an IPv4
+    address is judged by the address it embeds (`[::127.0.0.1]`, `[64:ff9b::7f00:1]`
+    and `[2002:7f00:1::]` are this machine to a guard that reads them as IPv6); a
+    Teredo address must also be public itself (Python: it is not)."""
     ip = _ip(address.split("%")[0])  # drop an IPv6 zone ("fe80::1%eth0")
     if ip is None:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if any(ip in net for net in _NOT_GLOBAL_V6):
+            return True
+        embedded = _embedded_ipv4(ip)
+        if embedded:
+            private = any(_private_ip(str(v4)) for v4 in embedded)
+            return private or (ip in _TEREDO and not ip.is_global)
     return not ip.is_global or ip.is_multicast
 
 
