@@ -15,9 +15,15 @@ What it does, and why each piece stands where it does:
    successes to train on and failures to reflect on (a random model gives neither, and
    SFT refuses to run without a success), and mining needs first-error labels it can
    parse. `--no-model` answers without the served model (usage estimated).
-3. Runs `dvc repro <target>` with RMSWEB_TORCHRUN set, so the sft and rl stages re-run
+3. Runs the preflight's CPU path first (`rmsweb preflight SPEC`, as a GPU spec's first
+   stage runs on its GPUs): one SFT and one RL step (KL probe included) at the spec's
+   micro-batch and longest prompt, the RL checkpoint written and read back, and the
+   all-reduce, under torchrun with the same 2 gloo ranks; vLLM is GPU-only and skipped.
+   A failed check stops the rehearsal before any stage runs (`--no-preflight`: skip it).
+4. Runs `dvc repro <target>` with RMSWEB_TORCHRUN set, so the sft and rl stages re-run
    themselves under torchrun with 2 CPU ranks (gloo), as the SkyPilot task does with GPUs.
-4. Stops both servers; the exit code is dvc's. Nothing reaches past 127.0.0.1.
+5. Stops both servers; the exit code is the preflight's or dvc's. Nothing reaches past
+   127.0.0.1.
 """
 
 from __future__ import annotations
@@ -53,6 +59,14 @@ MODEL_PORT = 18633  # the tiny served model behind the endpoint
 READY_S = 600  # `transformers serve` start-up: ~5 s quiet; > 240 s niced on a machine at load 14
 TARGET = "report_paper-8b-rehearsal"
 TORCHRUN = "--standalone --nproc_per_node=2"  # 2 CPU ranks on this node (gloo)
+SPEC = "experiments/paper-8b-rehearsal.yaml"
+PREFLIGHT_OUT = "runs/preflight/paper-8b-rehearsal"  # its metrics.json: the figures
+
+
+def preflight_command(python: str = sys.executable) -> list[str]:
+    """The preflight's CPU path on the rehearsal spec (the GPU specs' first stage)."""
+    return [python, "-m", "rmsweb", "preflight", SPEC, "--out", PREFLIGHT_OUT]
+
 
 # --------------------------------------------------------------------------- the endpoint
 
@@ -317,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-model", action="store_true", help="No served tiny model behind the endpoint."
     )
+    ap.add_argument("--no-preflight", action="store_true", help="Skip the preflight's CPU path.")
     args = ap.parse_args(argv)
     busy = [p for p in (site.PORT, ENDPOINT_PORT, MODEL_PORT) if not port_free(p)]
     if busy:
@@ -334,6 +349,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     cmd = ["dvc", "repro", *(["--force"] if args.force else []), args.target]
     start = time.perf_counter()
+    if not args.no_preflight:
+        print(f"rehearsal: {' '.join(preflight_command('python'))} (2 gloo ranks)", flush=True)
+        code = subprocess.run(preflight_command(), cwd=ROOT, env=env, check=False).returncode
+        print(f"rehearsal: preflight exit {code} in {time.perf_counter() - start:.0f} s; "
+              f"figures in {PREFLIGHT_OUT}/metrics.json", flush=True)  # fmt: skip
+        if code:
+            return code
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rmsweb-rehearsal-")))
         model_url, model = None, ""
