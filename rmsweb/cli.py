@@ -31,6 +31,11 @@ suite_app = typer.Typer(
     help="Suites: list and show them, check the scripted experts.", no_args_is_help=True
 )
 app.add_typer(suite_app, name="suite")
+sweep_app = typer.Typer(
+    help="Sweeps (a spec's `sweep:` grids on val): show a table, pick a point into the spec.",
+    no_args_is_help=True,
+)
+app.add_typer(sweep_app, name="sweep")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -102,8 +107,10 @@ def validate(
             typer.echo(line, err=True)
         if unfit:
             raise UserError(f"{len(unfit)} stage(s) cannot fit; `rmsweb plan <spec>` shows why.")
+        from rmsweb.models.plan import checkpoint_warnings
+
         for spec in specs:  # warnings: the spec is valid, exit 0
-            for warning in self_judging(spec):
+            for warning in [*self_judging(spec), *checkpoint_warnings(spec)]:
                 typer.echo(f"warning: {display_path(sources[spec.name])} {warning}", err=True)
         if not quiet:
             for spec in specs:
@@ -117,7 +124,10 @@ def validate(
 def plan(
     path: Annotated[Path, typer.Argument(help="An experiment spec file.")],
     override: Overrides = None,
-    mfu: Annotated[float, typer.Option(help="MFU the times assume (of the datasheet).")] = 0.35,
+    mfu: Annotated[
+        float | None,
+        typer.Option(help="One MFU (of the datasheet) for every stage; default: per stage."),
+    ] = None,
     usd_per_gpu_hour: Annotated[
         float | None, typer.Option(help="Price of one GPU-hour (default: a list price).")
     ] = None,
@@ -135,12 +145,31 @@ def plan(
             if not spec.compute.accelerators:
                 typer.echo(f"{spec.name}: CPU only (compute.accelerators unset): no GPU plan")
                 continue
-            result = make_plan(spec, mfu=mfu, usd_per_gpu_hour=usd_per_gpu_hour)
+            units = _suite_units(spec.suite)
+            result = make_plan(spec, mfu=mfu, usd_per_gpu_hour=usd_per_gpu_hour, units=units)
             typer.echo(render(result))
             if result.problems:
                 raise typer.Exit(2)
 
     run_guarded(go)
+
+
+def _suite_units(suite_spec: Any) -> dict[str, int] | None:
+    """(task, seed) units per split of a suite (what `plan` prices collect, mine and eval
+    by); None when the suite cannot be built here."""
+    from rmsweb.suites.factory import build_suite
+
+    try:
+        suite = build_suite(suite_spec)
+    except Exception:  # a suite that needs what this machine lacks: plan without units
+        return None
+    units: dict[str, int] = {}
+    for split in ("train", "val", "test", "mine"):
+        try:
+            units[split] = len(suite.task_ids(split)) * len(suite.seeds(split))
+        except Exception:  # a suite without this split
+            continue
+    return units
 
 
 @app.command("compile")
@@ -196,8 +225,7 @@ def repro(
 
     def go() -> None:
         outcomes = reproduce(targets, root=root, jobs=jobs, retries=retries, echo=typer.echo)
-        wanted = len({o.stage for o in outcomes})
-        if any(o.returncode != 0 for o in outcomes) or not wanted:
+        if any(o.returncode != 0 for o in outcomes):
             raise typer.Exit(1)
 
     run_guarded(go)
@@ -309,14 +337,98 @@ def _stage_command(stage: StageDef) -> None:
             _run_stage(stage, exp, params, ins, out, metrics, seed)
 
     command.__doc__ = f"{stage.help}\n\nCode: {stage.module_file} (its main(io))."
-    app.command(stage.verb, rich_help_panel="Pipeline stages")(command)
+    if stage.verb == "sweep report":  # under `rmsweb sweep`, beside show and pick
+        sweep_app.command("report", rich_help_panel="Pipeline stages")(command)
+    else:
+        app.command(stage.verb, rich_help_panel="Pipeline stages")(command)
 
 
 for _stage in STAGE_LIST:
-    _stage_command(_stage)
+    if _stage.kind != "preflight":  # its own command below: a spec file or a stage's --exp
+        _stage_command(_stage)
+
+
+@app.command("preflight", rich_help_panel="Pipeline stages")
+def preflight(
+    spec_file: Annotated[
+        Path | None, typer.Argument(help="An experiment spec (instead of --exp and --params).")
+    ] = None,
+    exp: Annotated[
+        str | None, typer.Option("--exp", help="Experiment name (its section of params.yaml).")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Output folder (default runs/preflight/NAME).")
+    ] = None,
+    metrics: Annotated[
+        Path | None,
+        typer.Option("--metrics", help="Metrics JSON (default: metrics.json in --out)."),
+    ] = None,
+    params: Params = Path("params.yaml"),
+    ins: Ins = None,
+    seed: Seed = None,
+    override: Overrides = None,
+    skip_vllm: Annotated[
+        bool, typer.Option("--skip-vllm", help="Leave out the vLLM serving check.")
+    ] = False,
+) -> None:
+    """Preflight a GPU spec before anything expensive runs: one SFT and one RL step (KL probe
+    included) at full size with peak memory against `rmsweb plan`, a checkpoint through the
+    bucket, a saved VL SFT folder served by vLLM, an all-reduce across the nodes.
+
+    Code: rmsweb/train/preflight/stage.py (checks.py). Exit 2 naming the check and its fix."""
+
+    def go() -> None:
+        from rmsweb.stage_io import StageIO, make_stage_io
+
+        if (spec_file is None) == (exp is None):
+            raise UserError("give a spec file or --exp NAME (a stage of dvc.yaml), not both.")
+        if spec_file is not None:
+            from rmsweb.compile import load_specs
+
+            specs, _, errors = load_specs([spec_file], override or [])
+            if errors:
+                raise SpecErrors(errors)
+            spec = specs[0]
+            folder = out or Path("runs/preflight") / spec.name
+            io = StageIO(spec.name, spec, {}, folder, metrics or folder / "metrics.json")
+        else:
+            if out is None or metrics is None:
+                raise UserError("--exp needs --out and --metrics (as dvc.yaml gives them).")
+            io = make_stage_io(exp or "", params, ins or [], out, metrics, None, seed)
+        from rmsweb.distributed import relaunch_under_torchrun
+
+        code = relaunch_under_torchrun(sys.argv[1:])  # RMSWEB_TORCHRUN: every rank, every node
+        if code is not None:
+            raise typer.Exit(code)
+        load_impl("rmsweb.train.preflight.stage", "run_command")(io, skip_vllm)
+
+    run_guarded(go)
 
 
 # --------------------------------------------------------------------------- tools
+
+
+@sweep_app.command("show")
+def sweep_show(
+    name: Annotated[str, typer.Argument(help="The sweep's name (a key of a spec's sweep:).")],
+    root: Annotated[Path, typer.Option(help="Project root.")] = Path("."),
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results file.")] = False,
+) -> None:
+    """Print a sweep's table (metrics/sweep/NAME.json, written by its sweep stage)."""
+    run_guarded(lambda: load_impl("rmsweb.sweep.commands", "show")(name, root, as_json, typer.echo))
+
+
+@sweep_app.command("pick")
+def sweep_pick(
+    name: Annotated[str, typer.Argument(help="The sweep's name.")],
+    point: Annotated[
+        str, typer.Argument(help="A point of it (its name, or its label, e.g. lr3e-05).")
+    ],
+    root: Annotated[Path, typer.Option(help="Project root.")] = Path("."),
+) -> None:
+    """Write POINT's axis values into the spec that holds the sweep, each with a comment
+    naming the results file; then run `rmsweb compile`."""
+    run_guarded(lambda: load_impl("rmsweb.sweep.commands", "pick")(name, point, root, typer.echo))
 
 
 @suite_app.command("list")

@@ -116,7 +116,8 @@ def make_stage_io(
     seed: int | None = None,
 ) -> StageIO:
     spec = load_from_params(params, exp)
-    if policy is not None and policy not in {p.name for p in spec.eval.policies}:
+    # The variant: an eval policy, or a sweep's name for the sweep stage.
+    if policy is not None and policy not in {p.name for p in spec.eval.policies} | set(spec.sweep):
         names = ", ".join(p.name for p in spec.eval.policies)
         raise StageInputError(f"experiment {exp!r} has no eval policy {policy!r} (has: {names}).")
     if seed is not None and seed not in spec.seeds:

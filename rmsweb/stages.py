@@ -46,11 +46,14 @@ class StageDef:
     # node plays its share (the head posts the stage to the workers).
     sharded: bool = False
     variant: str | None = None  # a CLI option naming the stage's variant (eval: --policy)
+    # The CLI words when they are not the kind: the sweep stage is `rmsweb sweep report`,
+    # beside `rmsweb sweep show` and `pick`.
+    command: str | None = None
 
     @property
     def verb(self) -> str:
-        """One verb per stage, named as the stage is named."""
-        return self.kind
+        """One verb per stage, named as the stage is named (or its `command`)."""
+        return self.command or self.kind
 
     @property
     def module_file(self) -> str:
@@ -61,6 +64,19 @@ class StageDef:
 _ROLLOUT = ("rmsweb/rollout", "rmsweb/agents", "rmsweb/suites", "rmsweb/env")
 
 STAGE_LIST: tuple[StageDef, ...] = (
+    StageDef(
+        "preflight",
+        "rmsweb.train.preflight.stage",
+        "Preflight on the spec's GPUs: SFT and RL steps at full size against `rmsweb plan`, "
+        "a checkpoint through the bucket, vLLM serving an SFT folder, a cross-node all-reduce.",
+        (
+            "rmsweb/train/preflight",
+            "rmsweb/train/sft",
+            "rmsweb/train/salvage_ds",
+            "rmsweb/models",
+        ),
+        distributed=True,
+    ),
     StageDef(
         "collect",
         "rmsweb.collect.stage",
@@ -136,6 +152,18 @@ STAGE_LIST: tuple[StageDef, ...] = (
             ),
         ),
         variant="policy",
+    ),
+    StageDef(
+        "sweep",
+        "rmsweb.sweep.stage",
+        "Rank a sweep's points by its metric: metrics/sweep/<name>.json, .csv and .png.",
+        ("rmsweb/sweep",),
+        plots=(
+            # Columns: point, one per axis, value, its intervals, n (the axes vary).
+            Plot("csv", "point", "value"),
+        ),
+        variant="sweep",
+        command="sweep report",
     ),
     StageDef(
         "report",

@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("__main__",),
     ("cli",),
     ("evalckpt",),  # a stage built from two others: replays train's RL, runs evaluate's eval
+    ("sweep",),  # ranks other stages' metrics; its commands read reports and write specs
     ("collect", "mine", "train", "evaluate", "report"),  # the stage packages
     ("rollout", "judge"),
     ("agents", "suites"),

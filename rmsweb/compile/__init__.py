@@ -8,11 +8,12 @@ what is committed.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmsweb.spec import ExperimentSpec, Pos, SpecError, SpecErrors, load_experiment
 from rmsweb.spec.loader import display_path
+from rmsweb.spec.points import SweepPoint, all_points
 from rmsweb.spec.schema import SCHEMA_FILE, render_schema
 
 from .dvcfile import render_dvc_yaml, render_params_yaml, stage_names
@@ -28,6 +29,7 @@ class Project:
     specs: list[ExperimentSpec]
     sources: dict[str, Path]  # experiment name -> spec file
     stages: list[Stage]
+    points: list[SweepPoint] = field(default_factory=list)  # the specs' sweep points
 
 
 def discover(paths: list[Path]) -> list[Path]:
@@ -92,7 +94,9 @@ def load_project(root: Path) -> Project:
     if errors:
         raise SpecErrors(errors)
     # The committed dvc.yaml's names: their owners keep them (graph.py, stable ownership).
-    return Project(specs, sources, plan_project(specs, stage_names(root / "dvc.yaml")))
+    stages = plan_project(specs, stage_names(root / "dvc.yaml"))
+    points = [p for spec in specs for p in all_points(spec)]
+    return Project(specs, sources, stages, points)
 
 
 def compile_project(root: Path) -> dict[str, str]:
@@ -104,7 +108,8 @@ def compile_project(root: Path) -> dict[str, str]:
     project = load_project(root)
     out = {
         "dvc.yaml": render_dvc_yaml(project.stages),
-        "params.yaml": render_params_yaml(project.specs),
+        # The points are experiments too: their stages read their sections.
+        "params.yaml": render_params_yaml([*project.specs, *(p.spec for p in project.points)]),
         f"{SCHEMA_DIR}/{SCHEMA_FILE}": render_schema(),
     }
     specs = {spec.name: spec for spec in project.specs}

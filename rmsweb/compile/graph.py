@@ -36,6 +36,7 @@ from typing import Any
 
 from rmsweb.errors import UserError
 from rmsweb.spec import ExperimentSpec
+from rmsweb.spec.sweep import Metric
 from rmsweb.stages import STAGES, StageDef
 
 
@@ -45,6 +46,12 @@ class Read:
 
     path: str
     exclude: frozenset[str] = frozenset()
+    # Children added after stages were run, left out while null (their "off"), so adding
+    # the field neither changes a stage's params nor its identity and dvc.lock stays valid.
+    optional: frozenset[str] = frozenset()
+
+    def drops(self, key: str, value: Any) -> bool:
+        return key in self.exclude or (key in self.optional and value is None)
 
 
 @dataclass
@@ -73,6 +80,8 @@ class Stage:
 
     @property
     def stem(self) -> str:
+        if self.kind == "sweep":
+            return str(self.variant)  # sweep names are unique in the project: metrics/sweep/<name>
         return "-".join([self.owner, *self._suffix])
 
     @property
@@ -112,7 +121,7 @@ def expand_params(data: dict[str, Any], reads: Iterable[Read]) -> list[str]:
     for read in reads:
         value = _get(data, read.path)
         if isinstance(value, dict):
-            keys.extend(f"{read.path}.{k}" for k in value if k not in read.exclude)
+            keys.extend(f"{read.path}.{k}" for k, v in value.items() if not read.drops(k, v))
         else:
             keys.append(read.path)
     return keys
@@ -124,8 +133,8 @@ def _identity(stage: Stage, data: dict[str, Any]) -> str:
     config: dict[str, Any] = {}
     for r in stage.reads:
         value = _get(data, r.path)
-        if isinstance(value, dict) and r.exclude:
-            value = {k: v for k, v in value.items() if k not in r.exclude}
+        if isinstance(value, dict) and (r.exclude or r.optional):
+            value = {k: v for k, v in value.items() if not r.drops(k, v)}
         config["eval.policy" if r.path.startswith("eval.policies.") else r.path] = value
     payload = {
         "kind": stage.kind,
@@ -134,7 +143,7 @@ def _identity(stage: Stage, data: dict[str, Any]) -> str:
         "config": config,
         "upstream": {role: up.identity for role, up in sorted(stage.upstream.items())},
     }
-    if stage.kind == "report":
+    if stage.kind in ("report", "sweep"):
         payload["experiment"] = stage.experiment  # a report is always its experiment's own
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -184,7 +193,12 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
                 {},
                 seed=seed,
             )
-        sft = add("sft", [Read("model"), Read("sft")], sft_upstream, seed=seed)
+        sft_read = Read(
+            "sft",
+            frozenset({"save_minutes"}),  # when checkpoints are written, not what is trained
+            frozenset({"epochs"}),  # null: max_steps decides, as before the field existed
+        )
+        sft = add("sft", [Read("model"), sft_read], sft_upstream, seed=seed)
         mine = add(
             "mine",
             [
@@ -292,10 +306,13 @@ def previous_owners(previous_names: Iterable[str]) -> set[tuple[str, str]]:
     return pairs
 
 
-def _owner_order(instances: dict[str, Stage], kept: set[tuple[str, str]]) -> list[str]:
-    """The sharers of one stage, its owner first (see the module docstring)."""
+def _owner_order(
+    instances: dict[str, Stage], kept: set[tuple[str, str]], points: set[str] = frozenset()
+) -> list[str]:
+    """The sharers of one stage, its owner first (see the module docstring); a spec owns
+    before a sweep's point, so a point never takes a stage its spec shares."""
     role = next(iter(instances.values())).role
-    by_name = sorted(instances, key=lambda n: (len(n), n))
+    by_name = sorted(instances, key=lambda n: (n in points, len(n), n))
     return sorted(by_name, key=lambda n: (role, n) not in kept)  # stable: keeps name order
 
 
@@ -309,6 +326,7 @@ def plan_project(
     specs = list(specs)
     kept = previous_owners(previous_names)
     plans = {spec.name: plan_experiment(spec) for spec in specs}
+    points = _plan_sweeps(specs, plans)
     # `report.compare`: the other experiments' collect and eval stages feed this report.
     for spec in specs:
         report = next(s for s in plans[spec.name] if s.kind == "report")
@@ -329,7 +347,7 @@ def plan_project(
             planned.setdefault(stage.identity, {})[name] = stage
     canonical: dict[str, Stage] = {}
     for ident, instances in planned.items():
-        names = _owner_order(instances, kept)
+        names = _owner_order(instances, kept, points)
         stage = instances[names[0]]  # the owner's instance: its params keys are the owner's
         stage.owner = names[0]
         stage.sharers = names
@@ -341,3 +359,71 @@ def plan_project(
         canonical.values(),
         key=lambda s: (rank[s.kind], s.owner, s.variant or "", -1 if s.seed is None else s.seed),
     )
+
+
+def _metric_stages(stages: list[Stage], metric: Metric) -> list[Stage]:
+    """The stages of one point whose metrics files hold the sweep's metric."""
+    return [
+        s
+        for s in stages
+        if s.kind == metric.stage and (metric.policy is None or s.variant == metric.policy)
+    ]
+
+
+def _ancestors(stages: Iterable[Stage]) -> list[Stage]:
+    seen: dict[int, Stage] = {}
+    todo = list(stages)
+    while todo:
+        stage = todo.pop()
+        if id(stage) not in seen:
+            seen[id(stage)] = stage
+            todo.extend(stage.upstream.values())
+    return list(seen.values())
+
+
+def _plan_sweeps(specs: list[ExperimentSpec], plans: dict[str, list[Stage]]) -> set[str]:
+    """Add each sweep's points (only the stages their metric needs) and its sweep stage
+    to `plans`; returns the points' names. Sweep and point names must be new names."""
+    from rmsweb.spec.points import all_points
+
+    taken = set(plans)
+    sweeps: dict[str, str] = {}  # sweep -> its spec
+    point_names: set[str] = set()
+    for spec in specs:
+        for name in spec.sweep:
+            if name in sweeps:
+                raise UserError(
+                    f"sweep name {name!r} is used by experiments {sweeps[name]} and "
+                    f"{spec.name}; sweep names are unique in the project "
+                    "(metrics/sweep/<name>.json). Rename one."
+                )
+            sweeps[name] = spec.name
+        by_sweep: dict[str, list[Stage]] = {}
+        for point in all_points(spec):
+            if point.name in taken:
+                raise UserError(
+                    f"experiment {spec.name}: sweep point {point.name} has the name of another "
+                    "experiment or point. Rename the sweep or the other experiment."
+                )
+            taken.add(point.name)
+            point_names.add(point.name)
+            planned = plan_experiment(point.spec)
+            metric = Metric(spec.sweep[point.sweep].metric)
+            wanted = _metric_stages(planned, metric)
+            keep = {id(s) for s in _ancestors(wanted)}
+            plans[point.name] = [s for s in planned if id(s) in keep]
+            by_sweep.setdefault(point.sweep, []).extend(
+                # role key "<point>.<role>", as report.compare's inputs
+                s
+                for s in wanted
+            )
+        if not spec.sweep:
+            continue
+        data = spec.model_dump(mode="json")
+        for name in spec.sweep:
+            upstream = {f"{s.experiment}.{s.role}": s for s in by_sweep.get(name, [])}
+            stage = Stage("sweep", spec.name, (Read("name"), Read(f"sweep.{name}")), upstream, name)
+            stage.params = expand_params(data, stage.reads)
+            stage.identity = _identity(stage, data)
+            plans[spec.name].append(stage)
+    return point_names

@@ -20,12 +20,12 @@ from .loader import (
     Pos,
     SpecError,
     SpecErrors,
-    load_experiment,
     load_from_params,
     load_located,
 )
 from .mine import MineSpec
 from .model import LoraSpec, PretrainedModel, PromptSpec, TinyModel
+from .points import load_experiment  # with the sweeps' points checked
 from .report import ReportSpec
 from .rl import GRPO, DAPODynamicSampling, RewardSpec, SalvageDS
 from .sft import SFTSpec

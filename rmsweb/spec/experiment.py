@@ -18,6 +18,7 @@ from .rl import RLSpec, SalvageDS
 from .serve import local_port
 from .sft import SFTSpec
 from .suite import MiniWoBSuite, SuiteSpec
+from .sweep import Metric, SweepSpec
 
 
 class ExperimentSpec(SpecModel):
@@ -48,6 +49,11 @@ class ExperimentSpec(SpecModel):
     eval: EvalSpec = Field(default_factory=EvalSpec, description="Held-out evaluation.")
     report: ReportSpec = Field(default_factory=ReportSpec, description="Report and viewer.")
     compute: ComputeSpec = Field(default_factory=ComputeSpec, description="SkyPilot resources.")
+    sweep: dict[Name, SweepSpec] = Field(
+        default_factory=dict,
+        description="Named grids over this spec, run on val and ranked by one metric; each "
+        "point compiles into its own stages beside the spec's (rmsweb/spec/sweep.py).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -114,6 +120,19 @@ class ExperimentSpec(SpecModel):
                     f"seeds {extra} are not training seeds of this experiment (seeds: "
                     f"{self.seeds}), so they have no RL run to evaluate. Fix: list training "
                     "seeds only, or true for all of them.",
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _sweep_metric_policy(self) -> ExperimentSpec:
+        names = [p.name for p in self.eval.policies]
+        for name, sweep in self.sweep.items():
+            policy = Metric(sweep.metric).policy
+            if policy is not None and policy not in names:
+                raise SpecFieldError(
+                    f"sweep.{name}.metric",
+                    f"eval policy {policy!r} is not one of this spec's eval.policies "
+                    f"({', '.join(names)}). Fix: name one of them.",
                 )
         return self
 
@@ -192,5 +211,5 @@ def _and(items: list[str]) -> str:
 
 def stage_sections() -> tuple[str, ...]:
     """Names of the top-level sections, in pipeline order."""
-    skip = {"name", "description", "seed", "seeds"}
+    skip = {"name", "description", "seed", "seeds", "sweep"}
     return tuple(n for n in ExperimentSpec.model_fields if n not in skip)

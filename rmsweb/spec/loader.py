@@ -540,9 +540,10 @@ def validate_located(located: Located) -> ExperimentSpec:
 
 
 def load_experiment(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec:
-    """Load, merge and validate one spec file; raises SpecErrors with every problem."""
-    located = apply_overrides(load_located(Path(path)), overrides)
-    return validate_located(located)
+    """Load, merge and validate one spec file; raises SpecErrors with every problem.
+    (Without its sweeps' points: rmsweb.spec.load_experiment, in points.py, checks
+    those too.)"""
+    return validate_located(apply_overrides(load_located(Path(path)), overrides))
 
 
 def load_from_params(params_file: str | Path, name: str) -> ExperimentSpec:
