@@ -46,11 +46,14 @@ class StageDef:
     # node plays its share (the head posts the stage to the workers).
     sharded: bool = False
     variant: str | None = None  # a CLI option naming the stage's variant (eval: --policy)
+    # The CLI words when they are not the kind: the sweep stage is `rmsweb sweep report`,
+    # beside `rmsweb sweep show` and `pick`.
+    command: str | None = None
 
     @property
     def verb(self) -> str:
-        """One verb per stage, named as the stage is named."""
-        return self.kind
+        """One verb per stage, named as the stage is named (or its `command`)."""
+        return self.command or self.kind
 
     @property
     def module_file(self) -> str:
@@ -149,6 +152,18 @@ STAGE_LIST: tuple[StageDef, ...] = (
             ),
         ),
         variant="policy",
+    ),
+    StageDef(
+        "sweep",
+        "rmsweb.sweep.stage",
+        "Rank a sweep's points by its metric: metrics/sweep/<name>.json, .csv and .png.",
+        ("rmsweb/sweep",),
+        plots=(
+            # Columns: point, one per axis, value, its intervals, n (the axes vary).
+            Plot("csv", "point", "value"),
+        ),
+        variant="sweep",
+        command="sweep report",
     ),
     StageDef(
         "report",
