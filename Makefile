@@ -43,9 +43,12 @@ readme:  ## paste the default experiment's and the paper study's report tables i
 smoke: $(STAMP) chromium  ## every stage on a CI-sized experiment (a few minutes)
 	dvc repro report_smoke
 
-# paper-8b's shape on CPU (experiments/paper-8b-rehearsal.yaml): the wrapper serves the local
-# site and the scripted teacher/judge endpoint on 127.0.0.1, runs sft and rl under torchrun
-# with 2 gloo ranks and stops the servers when dvc ends. REHEARSAL_ARGS=--force reruns all.
+# paper-8b's shape on CPU (experiments/paper-8b-rehearsal.yaml): the wrapper first runs the
+# preflight's CPU path (`rmsweb preflight SPEC`: SFT and RL steps with the KL probe, a
+# checkpoint read back, the all-reduce; on 2 gloo ranks; vLLM is GPU-only), then serves the
+# local site and the scripted teacher/judge endpoint on 127.0.0.1, runs sft and rl under
+# torchrun with 2 gloo ranks and stops the servers when dvc ends. REHEARSAL_ARGS=--force
+# reruns all.
 rehearsal: $(STAMP) chromium  ## the paper-scale path rehearsed on CPU (<= 10 minutes)
 	python scripts/rehearsal.py $(REHEARSAL_ARGS)
 

@@ -1,55 +1,66 @@
 #!/usr/bin/env bash
-# GPU smoke: the paper-scale path's GPU checks in one command, within 8 minutes on one H200.
+# GPU smoke: the paper-scale path's GPU checks in one command, on one GPU (H100 or larger).
 #
-#   bash benchmarks/gpu_smoke.sh               # on the GPU machine (no network there)
+#   bash benchmarks/gpu_smoke.sh               # on the GPU machine
 #   bash benchmarks/gpu_smoke.sh --dry-run     # anywhere, on CPU: the same steps with the
 #                                              # tiny model; the default test tier runs it
-#   bash benchmarks/gpu_smoke.sh --wheel-list  # the wheels it needs beyond the GPU image
+#   bash benchmarks/gpu_smoke.sh --wheel-list  # the wheels it needs beyond a CUDA torch
 #
-# The GPU image has torch, transformers and peft but no network; what else rmsweb needs
-# comes as wheels. In order:
+# It needs a Python with a CUDA torch and, for the vLLM check, `vllm` on PATH (installed
+# with constraints-gpu.txt, which pins vLLM, torch and transformers together). What else
+# rmsweb needs can come from a folder of wheels, for machines without a package index.
+# In order:
 # 1. Packages: every wheel in $RMSWEB_WHEELS (default .whl/ at the repo root) is installed
 #    with `pip install --no-index --find-links $RMSWEB_WHEELS --no-deps --target $SITE`,
 #    and PYTHONPATH is $SITE plus the repo (rmsweb runs from the checkout, not installed).
+#    No folder: the Python's own packages are used as they are.
 # 2. benchmarks/gpu_step.py: SFT and RL steps of the Qwen3-VL-8B shape (bf16, LoRA 64,
 #    gradient checkpointing), MFU, and the peak memory of each beside `rmsweb plan`'s
 #    formulas for the same shapes.
-# 3. The gpu-marked tests on CUDA: tests/train/test_gpu_vl_lora.py (VL LoRA SFT and RL),
+# 3. The preflight's GPU parts (`rmsweb preflight experiments/paper-8b.yaml`, the first
+#    stage of every GPU spec, on this one GPU: each rank's work is the same on 8): one SFT
+#    and one RL step with the KL probe at paper-8b's micro-batch and longest prompt, peak
+#    memory against the plan (within 15%), a checkpoint written and read back, and a saved
+#    VL SFT folder served by `vllm serve` and asked one chat request with an image
+#    (skipped, and said so, where `vllm` is not on PATH).
+# 4. The gpu-marked tests on CUDA: tests/train/test_gpu_vl_lora.py (VL LoRA SFT and RL),
 #    tests/train/test_vllm_sampler.py and tests/agents/test_vllm_policy.py (these two
-#    skip where vLLM is not installed: it does not come as a wheel here, it pins its own
-#    torch).
-# 4. One summary line, last:
+#    skip where vLLM is not installed).
+# 5. One summary line, last:
 #    mfu_sft=X mfu_rl=Y tokens_per_s=Z sft_peak_gib=.. sft_plan_gib=.. rl_peak_gib=..
-#    rl_plan_gib=.. gpu_tests_passed=N gpu_tests_failed=N gpu_tests_skipped=N
-#    (--dry-run: peaks are nan, and the tests are collected, not run: gpu_tests_collected=N).
+#    rl_plan_gib=.. preflight=ok|failed preflight_sft_vs_plan=R preflight_rl_vs_plan=R
+#    preflight_vllm=ok|skipped|failed gpu_tests_passed=N gpu_tests_failed=N
+#    gpu_tests_skipped=N (--dry-run: peaks are nan, the preflight runs its CPU path on
+#    experiments/paper-8b-rehearsal.yaml, and the tests are collected, not run:
+#    gpu_tests_collected=N).
 # The exit status is non-zero when a step failed; the summary line is printed anyway.
+# Logs go to $OUT (default: a new temp folder, printed at the start).
 #
-# Building the wheel folder (here, where PyPI answers; the H200 image's Python is 3.12,
-# see /work/.library/device/README.md), then running it through the device tool:
-#   echo /.whl/ >> "$(git rev-parse --git-common-dir)/info/exclude"   # travels, untracked
+# A GPU machine without a package index: build the wheel folder on a machine with one,
+# for the GPU machine's Python version (here 3.12) and platform, then copy the repo with it:
 #   bash benchmarks/gpu_smoke.sh --wheel-list | xargs python3 -m pip download --no-deps \
 #     --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
 #     --platform manylinux2014_x86_64 -d .whl
-#   run(command="bash benchmarks/gpu_smoke.sh", carry=[".whl"], timeout_s=540)
-# The folder is about 18 MiB (transformers is most of it); the tool carries at most 64
-# MiB with the repo. Elsewhere: any folder of wheels for the target's Python, named by
-# RMSWEB_WHEELS.
+#   rsync -a ./ gpu-host:rmsweb/          # .whl/ included
+#   ssh gpu-host 'cd rmsweb && bash benchmarks/gpu_smoke.sh'
+# The folder is about 18 MiB (transformers is most of it). Another folder: RMSWEB_WHEELS=DIR;
+# another Python: PYTHON=/path/to/python.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 WHEELS="${RMSWEB_WHEELS:-$ROOT/.whl}"
 SITE="${RMSWEB_SMOKE_SITE:-/tmp/rmsweb-smoke-site}"
-LOG_DIR="${OUT:-$(mktemp -d)}"  # the device tool brings $OUT back
-BUDGET_S=480
+LOG_DIR="${OUT:-$(mktemp -d)}"
+echo "gpu_smoke: logs in $LOG_DIR" >&2
+BUDGET_S=900
 
-# What the image lacks (its package list: /work/.library/device/KINDS.md), pinned to what
-# rmsweb's tests pass with: trl, datasets and the two of their needs the image lacks;
-# pydantic for rmsweb.spec; transformers and peft at constraints-gpu.txt's pins (the
-# image's transformers is older). pyarrow stays the image's: its wheel is 55 MB, which
-# the 64 MiB carry cannot take beside the rest (datasets asks for >= 24; should the
-# import check below fail on it, carry pyarrow==26.0.1 instead of transformers).
+# What a CUDA image with torch, transformers and peft typically lacks, pinned to what
+# rmsweb's tests pass with: trl, datasets and the two of their needs such images lack;
+# pydantic for rmsweb.spec; transformers, peft and trl at constraints-gpu.txt's pins.
+# pyarrow is left to the image: its wheel is 55 MB (datasets asks for >= 24; should the
+# import check below fail on it, add pyarrow==26.0.1 to the folder).
 # Install order does not matter: --no-deps.
 WHEEL_LIST=(
   trl==1.16.0
@@ -130,7 +141,46 @@ fi
 mfu=$(grep -E '^mfu_sft=' "$LOG_DIR/gpu_step.log" | tail -n 1)
 memory=$(grep -E '^memory: ' "$LOG_DIR/gpu_step.log" | tail -n 1 | sed 's/^memory: //')
 
-# ---------------------------------------------------------------- 3. gpu tests
+# ---------------------------------------------------------------- 3. preflight
+if [ "$DRY_RUN" = 1 ]; then
+  pf_spec="$ROOT/experiments/paper-8b-rehearsal.yaml"  # the CPU path, the tiny model
+  pf_limit=300
+else
+  pf_spec="$ROOT/experiments/paper-8b.yaml"  # paper-8b's shape on this GPU
+  pf_limit=420
+fi
+pf_args=()
+command -v "${RMSWEB_VLLM_BIN:-vllm}" >/dev/null 2>&1 || pf_args+=(--skip-vllm)
+phase "python -m rmsweb.train.preflight ${pf_spec#"$ROOT"/} ${pf_args[*]}"
+(cd "$ROOT" && timeout "$pf_limit" "$PY" -m rmsweb.train.preflight "$pf_spec" \
+  --out "$LOG_DIR/preflight" "${pf_args[@]}") >"$LOG_DIR/preflight.log" 2>&1
+code=$?
+grep -E '^(preflight|error|  fix)' "$LOG_DIR/preflight.log" >&2
+if [ "$code" -ne 0 ]; then
+  echo "gpu_smoke: the preflight failed (exit $code; 124: over its ${pf_limit} s)" >&2
+  tail -n 5 "$LOG_DIR/preflight.log" >&2
+  FAILED=1
+fi
+preflight=$("$PY" - "$LOG_DIR/preflight/metrics.json" <<'PYEOF' 2>/dev/null
+import json, sys
+try:
+    m = json.load(open(sys.argv[1]))
+except OSError:
+    print("preflight=failed preflight_sft_vs_plan=nan preflight_rl_vs_plan=nan preflight_vllm=failed")
+    raise SystemExit
+c = m["checks"]
+def ratio(name):
+    v = c.get(name, {}).get("peak_vs_plan")
+    return "nan" if v is None else f"{v:.3f}"
+v = c.get("vllm", {})
+state = "skipped" if v.get("skipped") else ("ok" if v.get("ok") else "failed")
+print(f"preflight={'ok' if m['ok'] else 'failed'} preflight_sft_vs_plan={ratio('sft_step')} "
+      f"preflight_rl_vs_plan={ratio('rl_step')} preflight_vllm={state}")
+PYEOF
+)
+[ -n "$preflight" ] || preflight="preflight=failed preflight_sft_vs_plan=nan preflight_rl_vs_plan=nan preflight_vllm=failed"
+
+# ---------------------------------------------------------------- 4. gpu tests
 cd "$ROOT" || exit 2
 if [ "$DRY_RUN" = 1 ]; then
   phase "collecting the gpu-marked tests"
@@ -157,9 +207,9 @@ else
   [ "$code" -ne 0 ] && FAILED=1
 fi
 
-# ---------------------------------------------------------------- 4. summary
+# ---------------------------------------------------------------- 5. summary
 took=$(( $(date +%s) - START ))
 phase "done in ${took} s (budget ${BUDGET_S} s)"
 [ "$DRY_RUN" = 0 ] && [ "$took" -gt "$BUDGET_S" ] && echo "gpu_smoke: over budget" >&2
-echo "${mfu:-mfu_sft=nan mfu_rl=nan tokens_per_s=nan} ${memory:-sft_peak_gib=nan sft_plan_gib=nan rl_peak_gib=nan rl_plan_gib=nan} $tests"
+echo "${mfu:-mfu_sft=nan mfu_rl=nan tokens_per_s=nan} ${memory:-sft_peak_gib=nan sft_plan_gib=nan rl_peak_gib=nan rl_plan_gib=nan} $preflight $tests"
 exit "$FAILED"

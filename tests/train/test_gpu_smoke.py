@@ -1,6 +1,7 @@
 """benchmarks/gpu_smoke.sh without a GPU: its --dry-run takes every step on CPU with the tiny
 model (gpu_step.py, the plan estimate, collecting the gpu-marked tests), so a typo in the
-script fails here instead of on a lent GPU's clock. About 20 s on an idle 2-core machine."""
+script fails here instead of on a GPU's clock. About 40 s on an idle 2-core machine (the
+preflight's CPU path included)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ SCRIPT = ROOT / "benchmarks" / "gpu_smoke.sh"
 SUMMARY = (
     r"mfu_sft=\d+\.\d{3} mfu_rl=\d+\.\d{3} tokens_per_s=\d+ "
     r"sft_peak_gib=nan sft_plan_gib=\d+\.\d{2} rl_peak_gib=nan rl_plan_gib=\d+\.\d{2} "
+    r"preflight=ok preflight_sft_vs_plan=nan preflight_rl_vs_plan=nan preflight_vllm=skipped "
     r"gpu_tests_collected=(\d+)"
 )
 
@@ -48,6 +50,17 @@ def test_dry_run_takes_every_step_and_ends_with_the_summary_line(tmp_path: Path)
     assert int(match.group(1)) >= 5
     assert "no wheels in" in proc.stderr
     assert (tmp_path / "out" / "gpu_step.log").is_file()
+    # The preflight's CPU path ran (rehearsal spec, tiny model): its figures are there.
+    assert (tmp_path / "out" / "preflight" / "metrics.json").is_file()
+
+
+def test_the_header_says_how_anyone_runs_it() -> None:
+    """Plain shell on one's own GPU machine: no launcher of one particular setup."""
+    text = SCRIPT.read_text()
+    header = text[: text.index("set -uo pipefail")]
+    assert "rsync" in header and "--wheel-list" in header and "RMSWEB_WHEELS" in header
+    for local in ("/work/", "library", "device tool", "carry"):
+        assert local not in text, local
 
 
 def test_a_failing_step_fails_the_smoke_and_still_prints_the_summary(tmp_path: Path) -> None:
