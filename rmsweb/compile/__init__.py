@@ -8,6 +8,7 @@ what is committed.
 from __future__ import annotations
 
 import difflib
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,9 +114,44 @@ def compile_project(root: Path) -> dict[str, str]:
         f"{SCHEMA_DIR}/{SCHEMA_FILE}": render_schema(),
     }
     specs = {spec.name: spec for spec in project.specs}
+    specs.update({p.name: p.spec for p in project.points})
     for spec in project.specs:
         source = project.sources[spec.name].resolve().relative_to(root.resolve()).as_posix()
         out[f"sky/{spec.name}.yaml"] = render_sky_yaml(spec, project.stages, source, specs)
+        out.update(sweep_sky_files(spec, project, source, specs))
+    return out
+
+
+def sweep_sky_files(
+    spec: ExperimentSpec, project: Project, source: str, specs: dict[str, ExperimentSpec]
+) -> dict[str, str]:
+    """sky/sweep-<name>.yaml per sweep: its points' stages and the sweep stage in one task.
+    With `jobs: separate`, also sky/<point>.yaml per point: the stages of that point, a
+    managed job named `<point>-<run key>` (the identity of its metric stages, so a changed
+    config is a new job and a recovered one finds its stages by the same key); launch
+    them, then sky/sweep-<name>.yaml, whose `dvc repro --pull` restores every point from
+    the remote's run cache and only ranks them."""
+    out: dict[str, str] = {}
+    by_name = {s.name: s for s in project.stages}
+    for name, sweep in spec.sweep.items():
+        stage = by_name[f"sweep-{name}_{spec.name}"]
+        out[f"sky/sweep-{name}.yaml"] = render_sky_yaml(
+            spec, project.stages, source, specs, [stage], f"sweep-{name}", f"sweep-{name}"
+        )
+        if sweep.jobs != "separate":
+            continue
+        for point in (p for p in project.points if p.sweep == name):
+            targets = [s for role, s in stage.upstream.items() if role.split(".")[0] == point.name]
+            key = hashlib.sha256("".join(s.identity for s in targets).encode()).hexdigest()[:10]
+            out[f"sky/{point.name}.yaml"] = render_sky_yaml(
+                point.spec,
+                project.stages,
+                source,
+                specs,
+                targets,
+                f"{point.name}-{key}",
+                point.name,
+            )
     return out
 
 

@@ -34,9 +34,9 @@ from rmsweb.stages import STAGES
 from .graph import Stage
 
 # Names only: values are given at launch time (`--secret NAME`) and never written down.
-# Only what something reads: the Hub token (model downloads) and the key of the
-# OpenAI-compatible endpoints (teachers, judges, hosted policies). No experiment tracker.
-SECRETS = ("HF_TOKEN", "OPENAI_API_KEY")
+# Only what the spec's stages read (required_secrets): the Hub token where a model comes
+# from the Hub, and the key variable of each endpoint outside the node. No tracker.
+HF_TOKEN = "HF_TOKEN"
 WORKDIR = "~/sky_workdir"
 BUCKET_MOUNT = "/rmsweb"  # the checkpoint bucket, on every node
 BUCKET_PREFIX = "RMSWEB_BUCKET_PREFIX"
@@ -117,6 +117,43 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _LiteralDumper.add_representer(str, _str)
 
 
+def _endpoints(spec: ExperimentSpec) -> list[Any]:
+    """Every OpenAI-compatible endpoint the spec's stages call."""
+    found: list[Any] = []
+    if spec.collect.teacher.kind == "openai":
+        found.append(spec.collect.teacher)
+    judge = getattr(spec.suite, "judge", None)
+    if judge is not None:
+        found.append(judge)
+    if spec.mine.judge is not None:
+        found.append(spec.mine.judge)
+    found += [p for p in spec.eval.policies if p.kind == "openai"]
+    return found
+
+
+def _on_node(base_url: str) -> bool:
+    try:
+        local_port(base_url)
+    except ValueError:
+        return False
+    return True
+
+
+def required_secrets(spec: ExperimentSpec) -> list[str]:
+    """The secrets a task needs at launch: HF_TOKEN where a model is downloaded from the
+    Hub (a pretrained policy, or a `vllm serve` the task starts), and each endpoint's key
+    variable where the endpoint is not on the node itself (a hosted API; a server on
+    127.0.0.1 needs none). The CPU MiniWoB tasks need none."""
+    needed: list[str] = []
+    hub = spec.model.kind == "pretrained" or bool(spec.served_endpoints())
+    if hub:
+        needed.append(HF_TOKEN)
+    for endpoint in _endpoints(spec):
+        if not _on_node(endpoint.base_url) and endpoint.api_key_env not in needed:
+            needed.append(endpoint.api_key_env)
+    return needed
+
+
 def _resources(spec: ExperimentSpec) -> dict[str, Any]:
     c = spec.compute
     res: dict[str, Any] = {}
@@ -134,8 +171,8 @@ def _resources(spec: ExperimentSpec) -> dict[str, Any]:
     return res
 
 
-def pipeline_stages(report: Stage, stages: list[Stage]) -> list[Stage]:
-    """The report and everything upstream of it, in the compiler's pipeline order."""
+def pipeline_stages(report: Stage | list[Stage], stages: list[Stage]) -> list[Stage]:
+    """The report (or several targets) and everything upstream, in pipeline order."""
     needed: set[str] = set()
 
     def visit(stage: Stage) -> None:
@@ -144,7 +181,8 @@ def pipeline_stages(report: Stage, stages: list[Stage]) -> list[Stage]:
             for up in stage.upstream.values():
                 visit(up)
 
-    visit(report)
+    for target in report if isinstance(report, list) else [report]:
+        visit(target)
     return [s for s in stages if s.identity in needed]
 
 
@@ -266,16 +304,23 @@ def render_sky_yaml(
     stages: list[Stage],
     source: str,
     specs: dict[str, ExperimentSpec] | None = None,
+    targets: list[Stage] | None = None,
+    job: str | None = None,
+    file: str | None = None,
 ) -> str:
-    """The task file of `spec`; `specs` (all experiments by name) give the servers of stages
-    another experiment owns (a report's `compare`)."""
-    name = spec.name
-    specs = specs or {name: spec}
-    report = next(s for s in stages if s.kind == "report" and s.owner == name)
-    run_stages = pipeline_stages(report, stages)
+    """The task file of `spec` (its report and upstream; or of `targets`, a sweep's stage or
+    a point's, as task `job` in sky/<file>.yaml); `specs` (all experiments and points by name) give the servers
+    of stages another experiment owns (a report's `compare`)."""
+    name = job or spec.name
+    specs = specs or {spec.name: spec}
+    if targets is None:
+        targets = [next(s for s in stages if s.kind == "report" and s.owner == spec.name)]
+    report = targets[-1]
+    run_stages = pipeline_stages(targets, stages)
     c = spec.compute
     distributed = sorted({s.kind for s in run_stages if STAGES[s.kind].distributed})
     extras = "gpu,cloud" if c.accelerators else "cloud"
+    secrets = required_secrets(spec)
     task: dict[str, Any] = {
         "name": f"rmsweb-{name}",
         "resources": _resources(spec),
@@ -296,7 +341,7 @@ def render_sky_yaml(
             "HF_HUB_ENABLE_HF_TRANSFER": "1",
             **c.envs,
         },
-        "secrets": {key: None for key in SECRETS},
+        **({"secrets": {key: None for key in secrets}} if secrets else {}),
         "setup": SETUP.format(
             python=PYTHON,
             extras=extras,
@@ -307,13 +352,14 @@ def render_sky_yaml(
         "run": render_run(spec, run_stages, specs),
     }
     gpus = c.accelerators or "CPU only"
+    file = file or spec.name
     launch_args = f" --env {BUCKET_PREFIX}=<you>-<project>" + "".join(
-        f" --secret {s}" for s in SECRETS
+        f" --secret {s}" for s in secrets
     )
     header = (
         f"# Run (managed, recovers from preemption): sky jobs launch -n rmsweb-{name} "
-        f"sky/{name}.yaml{launch_args}\n"
-        f"# Interactive cluster: sky launch -c rmsweb-{name} sky/{name}.yaml{launch_args}\n"
+        f"sky/{file}.yaml{launch_args}\n"
+        f"# Interactive cluster: sky launch -c rmsweb-{name} sky/{file}.yaml{launch_args}\n"
         + f"# Generated by `rmsweb compile` from {source}: edit that and recompile.\n"
         + f"# {c.num_nodes} node(s) x {gpus}; spot: {c.use_spot}; {len(run_stages)} stages"
         + f" up to {report.name}"

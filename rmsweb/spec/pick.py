@@ -49,6 +49,19 @@ def _set(node: Any, path: tuple[str | int, ...], value: Any, comment: str) -> No
         node.yaml_add_eol_comment("# " + comment, last)
 
 
+def float_text(value: float) -> str:
+    """A float as YAML 1.1 readers read it too: 3e-05 is text to PyYAML, 3.0e-05 a float."""
+    text = repr(value)
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent}"
+    return text
+
+
+def _float(representer: Any, value: float) -> Any:
+    return representer.represent_scalar("tag:yaml.org,2002:float", float_text(value))
+
+
 def write_pick(spec_file: Path, values: Mapping[str, Any], comment: str) -> str:
     """Set dotted `values` in `spec_file` with `comment`; returns the new text. Raises
     PickError (nothing written) when the result is not a valid spec."""
@@ -58,6 +71,7 @@ def write_pick(spec_file: Path, values: Mapping[str, Any], comment: str) -> str:
     yaml.preserve_quotes = True
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.representer.add_representer(float, _float)
     text = spec_file.read_text(encoding="utf-8")
     data = yaml.load(text)
     for key, value in values.items():

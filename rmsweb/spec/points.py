@@ -54,7 +54,13 @@ def shown_value(values: dict[str, Any]) -> str:
 
 
 def point_name(sweep: str, labels: dict[str, str]) -> str:
-    return "-".join([sweep, *(f"{axis}{label}" for axis, label in labels.items())])
+    """`<sweep>-<label>-...`: a word reads alone (`blind`), a number or a boolean after
+    its axis's name (`lr3e-05`, `gatetrue`)."""
+    parts = [
+        label if label[0].isalpha() and label not in ("true", "false", "null") else axis + label
+        for axis, label in labels.items()
+    ]
+    return "-".join([sweep, *parts])
 
 
 def _nested(key: str, value: Any) -> dict[str, Any]:
@@ -105,6 +111,15 @@ def sweep_points(spec: ExperimentSpec, sweep_name: str) -> list[SweepPoint]:
             for key, value in sweep.axis_values(axis, i).items():
                 overrides[key] = value
                 where[key] = f"sweep.{sweep_name}.axes.{axis}.{key}"
+        if any(p.name == name for p in points):
+            errors.append(
+                SpecError(
+                    Pos(name, 1, 1),
+                    f"sweep.{sweep_name}.axes",
+                    f"two points are both named {name!r}. Fix: `labels:` on an axis.",
+                )
+            )
+            continue
         if len(name) > MAX_NAME:
             errors.append(
                 SpecError(
@@ -129,7 +144,7 @@ def sweep_points(spec: ExperimentSpec, sweep_name: str) -> list[SweepPoint]:
             continue
         shown = {axis: shown_value(sweep.axis_values(axis, i)) for axis, i in cell}
         points.append(
-            SweepPoint(sweep_name, name, "-".join(labels.values()), labels, overrides, point, shown)
+            SweepPoint(sweep_name, name, name[len(sweep_name) + 1 :], labels, overrides, point, shown)
         )
     if errors:
         raise SpecErrors(_unique(errors))

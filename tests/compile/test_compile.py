@@ -155,6 +155,11 @@ def test_sky_files_shape(repo_root: Path) -> None:
     assert task["resources"]["job_recovery"] == {"max_restarts_on_errors": 2}
     assert set(task["secrets"]) == {"HF_TOKEN", "OPENAI_API_KEY"}  # WANDB_API_KEY: unused
     assert all(v is None for v in task["secrets"].values())  # names only
+    # The CPU MiniWoB tasks call no API and download nothing: no secret to ask for.
+    for name in ("miniwob-cpu", "smoke", "paper-8b-rehearsal", "sweep-retry-persistence"):
+        cpu = yaml.safe_load((repo_root / "sky" / f"{name}.yaml").read_text())
+        assert "secrets" not in cpu, name
+        assert "--secret" not in (repo_root / "sky" / f"{name}.yaml").read_text(), name
     assert task["file_mounts"]["~/sky_workdir/.git"] == ".git"
     # One bucket per user/project: the prefix is required at launch (--env).
     bucket = task["file_mounts"]["/rmsweb"]
@@ -271,11 +276,15 @@ def test_retry_ablations_share_what_does_not_depend_on_collect(repo_root: Path) 
     # miniwob-cpu-steps's, and none of the default job's.
     assert "miniwob-cpu-retry-study" in stages["sft-s2_miniwob-cpu-steps"].sharers
     assert "miniwob-cpu-retry-study" not in stages["collect_miniwob-cpu"].sharers
-    # The sweeps add collect stages only: their expert eval is shared.
-    for arm in ("miniwob-cpu-retry-adherence-0", "miniwob-cpu-retry-persistence-05"):
+    # The sweeps' points add collect stages only (their metric is the collection's yield).
+    for arm in ("retry-adherence-a0", "retry-persistence-p05-blind"):
         assert study.upstream[f"{arm}.collect"].name == f"collect_{arm}"
-        assert arm in stages["eval-expert_miniwob-cpu-steps"].sharers
+        assert [s.kind for s in stages.values() if arm in s.sharers] == ["collect"]
     assert not [r for r in study.upstream if "adherence" in r and "-sft" in r]
+    sweep = stages["sweep-retry-persistence_miniwob-cpu-retry-study"]
+    assert sorted(sweep.upstream) == sorted(
+        f"retry-persistence-p{p}-{r}.collect" for p in ("0", "05", "1") for r in ("reflect", "blind")
+    )
 
 
 def test_report_compare_must_name_an_experiment(project: Path) -> None:
