@@ -144,7 +144,9 @@ def sweep_points(spec: ExperimentSpec, sweep_name: str) -> list[SweepPoint]:
             continue
         shown = {axis: shown_value(sweep.axis_values(axis, i)) for axis, i in cell}
         points.append(
-            SweepPoint(sweep_name, name, name[len(sweep_name) + 1 :], labels, overrides, point, shown)
+            SweepPoint(
+                sweep_name, name, name[len(sweep_name) + 1 :], labels, overrides, point, shown
+            )
         )
     if errors:
         raise SpecErrors(_unique(errors))
