@@ -177,3 +177,38 @@ def test_a_stage_takes_the_spec_then_the_schedulers_thread_count(
     assert (torch_threads(None), torch_threads(4)) == (1, 4)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
     assert torch_threads(None) == 1
+
+
+def test_only_stale_stages_and_their_downstream_run(project: Path) -> None:
+    """`rmsweb repro` asks `dvc status` once and starts nothing that is up to date (a
+    resumed sweep never reruns a finished point); a stale stage's downstream runs too."""
+    started: list[str] = []
+
+    def runner(stage: str, root: Path, log_dir: Path, retries: int, env=None):
+        started.append(stage)
+        return pipeline.Outcome(stage, 0, 0.0, log_dir / f"{stage}.log", 1)
+
+    reproduce(
+        ["c", "d"], root=project, runner=runner, echo=lambda _: None, status=lambda r, t: {"a"}
+    )
+    assert sorted(started) == ["a", "c"]  # b and d are fresh; c is below a
+    started.clear()
+    reproduce(
+        ["c", "d"], root=project, runner=runner, echo=lambda _: None, status=lambda r, t: set()
+    )
+    assert started == []
+    started.clear()
+    # When `dvc status` cannot answer, every stage goes to DVC, which decides.
+    reproduce(
+        ["c", "d"], root=project, runner=runner, echo=lambda _: None, status=lambda r, t: None
+    )
+    assert sorted(started) == ["a", "b", "c", "d"]
+
+
+def test_stale_stages_reads_dvc_status(project: Path) -> None:
+    from rmsweb.pipeline import stale_stages
+
+    assert stale_stages(project, ["d"]) == {"d"}  # never run
+    assert _dvc(project, "repro", "d").returncode == 0
+    assert stale_stages(project, ["d"]) == set()
+    assert stale_stages(project, ["c"]) == {"a", "b", "c"}

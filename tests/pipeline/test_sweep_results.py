@@ -1,0 +1,64 @@
+"""The sweep stage's arithmetic: each point's value from its stages' metrics files,
+intervals over units and over seeds, the best point and those it cannot be told from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rmsweb.sweep.results import csv_rows, read_point, summarize, table
+
+
+def _write(tmp_path: Path, name: str, data: dict) -> Path:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_rate_gets_a_units_interval_and_seeds_a_t_interval(tmp_path: Path) -> None:
+    files = {
+        "eval-rl-s0": _write(tmp_path, "s0", {"success": 0.8, "n": 100}),
+        "eval-rl-s1": _write(tmp_path, "s1", {"success": 0.6, "n": 100}),
+    }
+    r = read_point("p", {"lr": "1e-05"}, {"rl.learning_rate": 1e-5}, files, "success")
+    assert r.value == pytest.approx(0.7)
+    assert r.n == 200
+    # Wilson on 140 of 200 pooled episodes.
+    assert r.ci_low == pytest.approx(0.6333, abs=1e-3) and r.ci_high == pytest.approx(
+        0.7594, abs=1e-3
+    )
+    # Two seeds: mean +- 12.706 * sd / sqrt(2) = 0.7 +- 1.2706.
+    assert r.seed_ci_low == pytest.approx(0.7 - 1.2706, abs=1e-3)
+    assert r.missing == []
+
+
+def test_a_missing_metrics_file_is_named_not_counted(tmp_path: Path) -> None:
+    files = {"eval-rl-s0": tmp_path / "absent.json"}
+    r = read_point("p", {}, {}, files, "success")
+    assert r.value is None and r.missing == ["eval-rl-s0"]
+
+
+def test_a_number_without_a_denominator_has_no_units_interval(tmp_path: Path) -> None:
+    r = read_point("p", {}, {}, {"rl-s0": _write(tmp_path, "rl", {"kl": 0.3})}, "kl")
+    assert r.value == 0.3 and r.ci_low is None and r.n is None
+
+
+def test_best_and_ties_and_the_table(tmp_path: Path) -> None:
+    points = []
+    for name, hits in (("a", 50), ("b", 90), ("c", 85)):
+        f = _write(tmp_path, name, {"success": hits / 100, "n": 100})
+        points.append(
+            read_point(f"s-{name}", {"x": name}, {"k": name}, {"eval-rl-s0": f}, "success")
+        )
+    definition = {"metric": "eval.rl.success", "split": "val", "axes": {"x": {"k": []}}}
+    summary = summarize("s", "exp", definition, points)
+    assert summary["best"] == "s-b"
+    assert summary["ties_best"] == ["s-c"]  # 85/100's interval overlaps 90/100's; 50 does not
+    text = table(summary)
+    assert "| s-b **best** | b | 0.9000 |" in text and "overlaps s-c" in text
+    header, rows = csv_rows(summary)
+    assert header[:3] == ["point", "x", "value"] and rows[0][:3] == ["s-a", "a", 0.5]
+    summary_min = summarize("s", "exp", {**definition, "goal": "min"}, points)
+    assert summary_min["best"] == "s-a"
