@@ -163,37 +163,3 @@ def test_browsergym_worker_runs_in_browsergym_venv(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode != 0 and "No module named 'browsergym'" in proc.stderr
-
-
-@pytest.mark.parametrize("script", ["sft_tune_val.sh", "rl_tune_val.sh"])
-def test_tune_scripts_parse_and_render_their_params(script: str, tmp_path: Path) -> None:
-    """The tuning scripts run DVC stages on the default job's data (an hour): here, bash
-    parses them, and the params they write for their overrides are a valid spec."""
-    path = BENCH / script
-    subprocess.run(["bash", "-n", str(path)], check=True)
-    text = path.read_text()
-    code = re.search(r"python - \"\$d/params.yaml\" (.*?)\"\$@\" <<'PY'\n(.*?)\nPY\n", text, re.S)
-    assert code, f"{script}: the params.yaml step moved; update this test"
-    out = tmp_path / "params.yaml"
-    override = "sft.max_steps=3000" if script.startswith("sft") else "rl.steps=30"
-    # rl_tune_val.sh takes the spec file first (SPEC=, default the default job's)
-    spec_arg = ["experiments/miniwob-cpu-paper-sftctl.yaml"] if code.group(1) else []
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-", str(out), *spec_arg, override],
-        input=code.group(2),
-        text=True,
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=120,
-        capture_output=True,
-    )
-    from rmsweb.spec import load_from_params
-
-    name = next(iter(__import__("yaml").safe_load(out.read_text())))
-    spec = load_from_params(out, name)
-    assert spec.sft.max_steps == 3000 if script.startswith("sft") else spec.rl.steps == 30
-    if spec_arg:  # the arm's spec was rendered, under its own name, which the script echoes
-        assert name == "miniwob-cpu-paper-sftctl" == proc.stdout.strip()
-        assert spec.rl.kind == "continued_sft"

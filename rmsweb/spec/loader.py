@@ -2,10 +2,10 @@
 
 Layering (lowest first): model defaults, the `extends:` chain (deep merge;
 lists and scalars replace; a mapping whose `kind` changes is replaced whole,
-since a discriminated section's fields belong to its kind), the spec file,
-then `-o key.path=value` overrides. Every key remembers the file, line and
-column it came from, so errors point at the line that set the value, also
-when it was inherited from a parent spec.
+since a discriminated section's fields belong to its kind; a parent's `sweep:`
+is not inherited), the spec file, then `-o key.path=value` overrides. Every key
+remembers the file, line and column it came from, so errors point at the line
+that set the value, also when it was inherited from a parent spec.
 
 Files and override values are read by safe_yaml (bounded size, depth and alias
 expansion, plain tags, YAML 1.2 scalars); validation is strict (no true -> 1, no
@@ -201,6 +201,10 @@ def load_located(path: Path, _chain: tuple[Path, ...] = (), _root: Path | None =
         )
     try:
         base = load_located(parent, chain, root)
+        # A sweep belongs to the file that declares it: a spec that extends it is another
+        # experiment, whose own grid (if any) is its own (sweep names are project-unique).
+        base.data.pop("sweep", None)
+        base.positions = {p: q for p, q in base.positions.items() if p[:1] != ("sweep",)}
     except SpecErrors as exc:
         via = f" (in the spec extended at {pos})"
         raise SpecErrors(

@@ -229,3 +229,12 @@ def test_pick_refuses_without_results_or_a_value(tmp_path: Path, repo_root: Path
     result = runner.invoke(app, ["sweep", "pick", "rl-lr", "nope", "--root", str(tmp_path)])
     assert result.exit_code == 2 and "has no point 'nope'" in result.stderr
     assert path.read_text() == before
+
+
+def test_a_sweep_is_not_inherited(tmp_path: Path, repo_root: Path) -> None:
+    """A spec that extends one with a sweep is another experiment: the grid stays with the
+    file that declares it (sweep names are unique in the project)."""
+    parent = _spec(tmp_path, repo_root, GOOD)
+    child = parent.with_name("child.yaml")
+    child.write_text("extends: my-exp.yaml\nname: child\n")
+    assert load_experiment(parent).sweep and not load_experiment(child).sweep
