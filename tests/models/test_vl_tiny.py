@@ -150,6 +150,8 @@ def test_trl_sft_trainer_steps_on_image_conversations(vl_dir: Path, tmp_path: Pa
     from transformers import AutoModelForImageTextToText
     from trl import SFTConfig, SFTTrainer
 
+    from rmsweb.train.sft.trainer import _checkpointing_field
+
     model = AutoModelForImageTextToText.from_pretrained(vl_dir, dtype=torch.float32)
     processor = load_processor(vl_dir)
     rows = [
@@ -170,7 +172,9 @@ def test_trl_sft_trainer_steps_on_image_conversations(vl_dir: Path, tmp_path: Pa
         completion_only_loss=True,
         max_length=256,  # as the SFT stage sets it; these samples are ~50 tokens
         bf16=False,  # TRL's default bf16 refuses to run on a CPU
-        activation_checkpointing=False,  # TRL's default is on; pointless for a tiny model
+        # TRL's default is on; pointless for a tiny model. The field's name depends on
+        # transformers (5.2x renamed it): the GPU pins' older one too (.ci/run).
+        **{_checkpointing_field(SFTConfig): False},
         save_strategy="no",
         report_to=[],
         dataloader_pin_memory=False,
