@@ -4,6 +4,7 @@ and (from tests/agents) the tiny models behind a real `transformers serve`."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,16 +14,9 @@ import pytest
 
 HERE = Path(__file__).parent
 EXAMPLE_SMALL = HERE / "data" / "om2w_example" / "fb7b4f784cfde003e2548fdf4e8d6b4f"
-# The full-size example lives beside the project checkout (../shared/benchmarks), not in
-# it; look in the folders above the repository.
-EXAMPLE_FULL = next(
-    (
-        d / "shared/benchmarks/online-mind2web/example-run/fb7b4f784cfde003e2548fdf4e8d6b4f"
-        for d in HERE.parents[1].parents
-        if (d / "shared/benchmarks/online-mind2web/example-run").is_dir()
-    ),
-    None,
-)
+# The example's last screenshot at its original size (data/om2w_full_size/README.md).
+FULL_SIZE_SHOT = HERE / "data" / "om2w_full_size" / "4_full_screenshot.png"
+FULL_SIZE = (1280, 1100)
 
 # The served tiny models of the policy tests (one server per test session).
 _spec = importlib.util.spec_from_file_location(
@@ -88,11 +82,22 @@ def example_small() -> Path:
     return EXAMPLE_SMALL
 
 
-@pytest.fixture
-def example_full() -> Path:
-    if EXAMPLE_FULL is None:
-        pytest.skip("the full-size example run (../shared/benchmarks) is not on this machine")
-    return EXAMPLE_FULL
+@pytest.fixture(scope="session")
+def example_full(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example run at full size, built from what the repository holds: result.json
+    verbatim, screenshots 0-3 scaled back up to 1280x1100, screenshot 4 the original."""
+    from PIL import Image
+
+    out = tmp_path_factory.mktemp("om2w_full") / EXAMPLE_SMALL.name
+    (out / "trajectory").mkdir(parents=True)
+    shutil.copy(EXAMPLE_SMALL / "result.json", out / "result.json")
+    for small in sorted((EXAMPLE_SMALL / "trajectory").iterdir()):
+        if small.name == FULL_SIZE_SHOT.name:
+            shutil.copy(FULL_SIZE_SHOT, out / "trajectory" / small.name)
+            continue
+        with Image.open(small) as img:
+            img.resize(FULL_SIZE, Image.Resampling.NEAREST).save(out / "trajectory" / small.name)
+    return out
 
 
 @pytest.fixture
