@@ -119,6 +119,18 @@ def compile_project(root: Path) -> dict[str, str]:
         source = project.sources[spec.name].resolve().relative_to(root.resolve()).as_posix()
         out[f"sky/{spec.name}.yaml"] = render_sky_yaml(spec, project.stages, source, specs)
         out.update(sweep_sky_files(spec, project, source, specs))
+        preflight = [s for s in project.stages if s.kind == "preflight" and spec.name in s.sharers]
+        if preflight:
+            # Minutes on the spec's own accelerators before the days-long task is launched.
+            out[f"sky/{spec.name}-preflight.yaml"] = render_sky_yaml(
+                spec,
+                project.stages,
+                source,
+                specs,
+                preflight,
+                f"{spec.name}-preflight",
+                f"{spec.name}-preflight",
+            )
     return out
 
 

@@ -5,9 +5,11 @@ What DVC's own views read by default stays small, however many experiments there
   writes its experiment's dozen summary numbers (rmsweb/report/summary.py). A folder,
   not a list of files, so an experiment that was never run is simply absent instead of
   a "failed to load" (`dvc metrics show`, `dvc exp show`).
-- its top-level `plots:` is the folder metrics/figures, the reports' figures as PNGs:
-  `dvc plots show` renders images without Vega, which DVC's HTML loads from a CDN, so
-  the page works offline.
+- its top-level `plots:` is the folder metrics/figures, the reports' figures as PNGs
+  (`dvc plots show` renders images without Vega, which DVC's HTML loads from a CDN, so
+  the page works offline), and the training curves (`curve_plots`: DVCLive's folders of
+  SFT and RL, val success per RL checkpoint, sweep tables) with their x and y fields,
+  so plain `dvc plots show --json` and VS Code's plots view find them.
 - every stage's own metrics JSON and plot CSVs are plain `outs` with `cache: false`
   (git-tracked, as before, and `dvc metrics show <file>` still reads one), so they
   stay out of those views. Moving a file between `metrics:` and `outs:` leaves its
@@ -29,6 +31,7 @@ from .graph import Stage
 
 SUMMARY_DIR = "metrics/summary"  # <experiment>.json per report stage (report/stage.py)
 FIGURES_DIR = "metrics/figures"  # <experiment>/<figure>.png per report stage
+PREFLIGHT_PASSED = "PASSED"  # rmsweb/train/preflight/stage.py writes it when all passed
 SWEEP_DIR = "metrics/sweep"  # <sweep>.json, .csv and .png per sweep stage
 
 HEADER = (
@@ -62,6 +65,7 @@ def stage_entry(stage: Stage) -> dict[str, Any]:
         + ([f"seed {stage.seed}"] if stage.seed is not None else [])
     )
     deps = [d.module_file, *d.deps, *(up.out for up in stage.upstream.values())]
+    deps += [f"{first.out}/{PREFLIGHT_PASSED}" for first in stage.after]
     side_files = _side_files(stage)
     if stage.kind == "sweep":
         # The sweep's table is made of its points' metrics files; its figure beside it.
@@ -108,12 +112,36 @@ def stage_names(path: Path) -> list[str]:
     return names
 
 
+# The curves `dvc plots show` (and VS Code's plots view) list without a target: the
+# DVCLive folders of SFT and RL (one TSV per logged value: loss, reward, KL, ...), val
+# success per RL checkpoint, and each sweep's table. kind -> (plot file, props).
+CURVES: dict[str, tuple[tuple[str, dict[str, str]], ...]] = {
+    "sft": (("dvclive/plots/metrics", {"x": "step"}),),
+    "rl": (("dvclive/plots/metrics", {"x": "step"}),),
+    "evalckpt": (("curve.csv", {"x": "step", "y": "success"}),),
+    "sweep": (("csv", {"x": "point", "y": "value"}),),
+}
+
+
+def curve_plots(stages: Iterable[Stage]) -> list[Any]:
+    """Top-level `plots:` entries: the reports' figures, then every stage's curves
+    (files inside the stages' `cache: false` outputs, so no output moves and dvc.lock
+    stays valid). A stage that has not run yet is listed by DVC under "errors"."""
+    out: list[Any] = [FIGURES_DIR]
+    for stage in stages:
+        for file, props in CURVES.get(stage.kind, ()):
+            path = stage.metrics.removesuffix(".json") + "." + file
+            out.append({path: dict(props)})
+    return out
+
+
 def render_dvc_yaml(stages: Iterable[Stage]) -> str:
+    stages = list(stages)
     return HEADER + _dump(
         {
             "stages": {s.name: stage_entry(s) for s in stages},
             "metrics": [SUMMARY_DIR],
-            "plots": [FIGURES_DIR],
+            "plots": curve_plots(stages),
         }
     )
 

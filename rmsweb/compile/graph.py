@@ -66,6 +66,9 @@ class Stage:
     owner: str = ""  # set when stages are shared
     sharers: list[str] = field(default_factory=list)
     params: list[str] = field(default_factory=list)  # dotted keys under the owner
+    # Stages that must have passed before this one starts, read by nothing (the GPU
+    # preflight before SFT): a dep on their PASSED marker in dvc.yaml.
+    after: list[Stage] = field(default_factory=list)
 
     @property
     def _suffix(self) -> list[str]:
@@ -177,6 +180,17 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
     if spec.collect.teacher.kind == "openai":
         collect_reads.append(Read("model.prompt"))  # the LLM teacher is prompted like the policy
     collect = add("collect", collect_reads, {})
+    preflight = None
+    if spec.compute.accelerators:
+        # A GPU spec checks its stack on its own accelerators before anything expensive
+        # runs (rmsweb/train/preflight): what it sizes is the model, SFT and RL steps.
+        # SFT waits for it (not collect, which specs on other accelerators may share);
+        # the sky task runs it first (it leads the registry's order).
+        preflight = add(
+            "preflight",
+            [Read("model"), Read("sft"), Read("rl"), Read("suite.browser"), Read("compute")],
+            {},
+        )
 
     trained: dict[str, dict[int, Stage]] = {"sft": {}, "rl": {}}
     for seed in spec.seeds:
@@ -193,12 +207,16 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
                 {},
                 seed=seed,
             )
+            if preflight is not None:
+                sft_upstream["model"].after.append(preflight)
         sft_read = Read(
             "sft",
             frozenset({"save_minutes"}),  # when checkpoints are written, not what is trained
             frozenset({"epochs"}),  # null: max_steps decides, as before the field existed
         )
         sft = add("sft", [Read("model"), sft_read], sft_upstream, seed=seed)
+        if preflight is not None:
+            sft.after.append(preflight)  # the days-long stage: its own accelerators checked
         mine = add(
             "mine",
             [
@@ -349,11 +367,14 @@ def plan_project(
     for ident, instances in planned.items():
         names = _owner_order(instances, kept, points)
         stage = instances[names[0]]  # the owner's instance: its params keys are the owner's
+        # A shared stage waits for every sharer's preflight (each checks its own GPUs).
+        stage.after = [a for n in names for a in instances[n].after]
         stage.owner = names[0]
         stage.sharers = names
         canonical[ident] = stage
     for stage in canonical.values():
         stage.upstream = {role: canonical[up.identity] for role, up in stage.upstream.items()}
+        stage.after = list({s.identity: canonical[s.identity] for s in stage.after}.values())
     rank = {k: i for i, k in enumerate(STAGES)}
     return sorted(
         canonical.values(),

@@ -178,7 +178,7 @@ def pipeline_stages(report: Stage | list[Stage], stages: list[Stage]) -> list[St
     def visit(stage: Stage) -> None:
         if stage.identity not in needed:
             needed.add(stage.identity)
-            for up in stage.upstream.values():
+            for up in [*stage.upstream.values(), *stage.after]:
                 visit(up)
 
     for target in report if isinstance(report, list) else [report]:

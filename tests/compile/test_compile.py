@@ -134,7 +134,19 @@ def test_stage_wiring(repo_root: Path) -> None:
 
 def test_dvc_default_views_read_the_summaries_and_figures_only(repo_root: Path) -> None:
     dvc = yaml.safe_load(compile_project(repo_root)["dvc.yaml"])
-    assert dvc["metrics"] == ["metrics/summary"] and dvc["plots"] == ["metrics/figures"]
+    assert dvc["metrics"] == ["metrics/summary"] and dvc["plots"][0] == "metrics/figures"
+    # Besides the figures, only curves (x and y named), each inside a stage's output.
+    curves = {next(iter(p)): next(iter(p.values())) for p in dvc["plots"][1:]}
+    assert curves["metrics/sft/miniwob-cpu-s0.dvclive/plots/metrics"] == {"x": "step"}
+    assert curves["metrics/rl/miniwob-cpu-s0.dvclive/plots/metrics"] == {"x": "step"}
+    assert curves["metrics/evalckpt/miniwob-cpu-paper-rl-s0.curve.csv"] == {
+        "x": "step",
+        "y": "success",
+    }
+    outs = {next(iter(o)) if isinstance(o, dict) else o for s in dvc["stages"].values()
+            for o in s["outs"]}  # fmt: skip
+    for path in curves:
+        assert any(path == o or path.startswith(o + "/") for o in outs), path
     assert not any("metrics" in s or "plots" in s for s in dvc["stages"].values())
     report = dvc["stages"]["report_miniwob-cpu"]
     # The report reads what the stages wrote beside their outputs: wall times, the SFT
@@ -178,6 +190,7 @@ def test_sky_files_shape(repo_root: Path) -> None:
     run = task["run"].splitlines()
     body = [ln for ln in run if ln.startswith(("stage ", "serve ", "unserve "))]
     assert [ln.split()[0] + " " + ln.split()[1] for ln in body] == [
+        "stage preflight_paper-8b",  # minutes on the task's own GPUs before anything else
         "serve 8001",
         "stage collect_paper-8b",
         "unserve 8001",
@@ -191,6 +204,15 @@ def test_sky_files_shape(repo_root: Path) -> None:
     assert '  dvc repro --pull --single-item "$1"' in run
     assert '  dvc push --run-cache "$1"' in run
     assert "serve 8001 1800 Qwen/Qwen3-VL-32B-Instruct --tensor-parallel-size 8" in task["run"]
+    # Alone first, if you like: sky/paper-8b-preflight.yaml runs only that stage.
+    alone = yaml.safe_load((repo_root / "sky" / "paper-8b-preflight.yaml").read_text())
+    assert "stage preflight_paper-8b" in alone["run"] and "stage collect" not in alone["run"]
+    assert alone["resources"] == task["resources"]
+    # SFT waits for it: a failed preflight stops the pipeline before the expensive stages.
+    stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
+    assert "runs/preflight/paper-8b/PASSED" in stages["sft-s0_paper-8b"]["deps"]
+    assert "runs/preflight/paper-32b/PASSED" in stages["sft-s0_paper-32b"]["deps"]
+    assert not [n for n in stages if n.startswith("preflight") and "miniwob" in n]
     multi = yaml.safe_load((repo_root / "sky" / "paper-32b.yaml").read_text())
     assert multi["num_nodes"] == 2
     assert "SKYPILOT_NODE_RANK" in multi["run"] and "SKYPILOT_NODE_IPS" in multi["run"]
@@ -283,7 +305,9 @@ def test_retry_ablations_share_what_does_not_depend_on_collect(repo_root: Path) 
     assert not [r for r in study.upstream if "adherence" in r and "-sft" in r]
     sweep = stages["sweep-retry-persistence_miniwob-cpu-retry-study"]
     assert sorted(sweep.upstream) == sorted(
-        f"retry-persistence-p{p}-{r}.collect" for p in ("0", "05", "1") for r in ("reflect", "blind")
+        f"retry-persistence-p{p}-{r}.collect"
+        for p in ("0", "05", "1")
+        for r in ("reflect", "blind")
     )
 
 
@@ -352,6 +376,10 @@ def _copy_default_spec(project: Path, name: str, rl_lr: str | None = None) -> No
     text = (project / "experiments" / "miniwob-cpu.yaml").read_text()
     assert "\nname: miniwob-cpu\n" in text
     text = text.replace("\nname: miniwob-cpu\n", f"\nname: {name}\n")
+    # A copy keeps the stages but not the sweeps: sweep names are unique in the project
+    # (README: "Your own experiment").
+    assert "\nsweep:\n" in text
+    text = text.split("\nsweep:\n")[0] + "\n"
     (project / "experiments" / f"{name}.yaml").write_text(text)
 
 

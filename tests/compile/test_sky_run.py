@@ -130,6 +130,7 @@ def test_run_script_serves_around_the_stages_that_call_the_server(
         return [f"dvc repro --pull --single-item {name}", f"dvc push --run-cache {name}"]
 
     assert calls == [
+        *stage("preflight_paper-8b"),  # first, with the GPUs to itself
         f"vllm start {port} {model}",
         *stage("collect_paper-8b"),
         f"vllm stop {port}",
@@ -160,7 +161,8 @@ def test_a_failed_stage_still_stops_the_server(
     assert proc.returncode == 3
     calls = Path(node["FAKE_LOG"]).read_text().splitlines()
     assert calls[-1] == f"vllm stop {port}"  # the exit trap
-    assert not any("push" in c for c in calls)  # a failed stage is not pushed
+    # The failed stage is not pushed (the preflight before it was).
+    assert [c for c in calls if "push" in c] == ["dvc push --run-cache preflight_paper-8b"]
     assert _port_closed(port)
 
 
@@ -170,7 +172,12 @@ def test_a_server_that_dies_at_start_fails_the_run_with_its_log(
     proc = _execute(_paper_8b_run(repo_root, _free_port()), node, tmp_path, FAKE_VLLM_FAIL="1")
     assert proc.returncode != 0
     assert "exited; its log ends" in proc.stderr and "CUDA out of memory" in proc.stderr
-    assert not any(c.startswith("dvc") for c in Path(node["FAKE_LOG"]).read_text().splitlines())
+    calls = Path(node["FAKE_LOG"]).read_text().splitlines()
+    # Only the preflight ran (it needs no server); nothing after the server's start.
+    assert [c for c in calls if c.startswith("dvc")] == [
+        "dvc repro --pull --single-item preflight_paper-8b",
+        "dvc push --run-cache preflight_paper-8b",
+    ]
 
 
 def test_servers_follow_the_stages_that_call_them(repo_root: Path) -> None:

@@ -122,3 +122,14 @@ def test_every_stage_runs_on_the_previous_stages_outputs(tmp_path: Path) -> None
     assert {f"success/{p.name}" for p in spec.eval.policies} <= set(summary)
     assert summary["success/expert"] == 1.0  # the gold paths, through every seam
     assert summary["mine/states"] > 0 and summary["collect/yield"] > 0
+
+    # Plain `dvc plots show` (no target) finds the training curves dvc.yaml declares.
+    dvc = [str(Path(sys.executable).with_name("dvc"))]
+    subprocess.run([*dvc, "init", "--no-scm", "-q"], cwd=tmp_path, env=env, check=True)
+    shown = subprocess.run(
+        [*dvc, "plots", "show", "--json"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)["data"]
+    for curve in ("train/loss.tsv", "rl/reward_mean.tsv", "rl/kl.tsv"):
+        assert [k for k in data if k.endswith(curve)], (curve, sorted(data))
