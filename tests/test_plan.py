@@ -88,15 +88,73 @@ def test_unbounded_rl_micro_batch_is_refused_naming_the_field() -> None:
 
 
 def test_paper_32b_needs_sharding_on_h100_and_fits_on_h200() -> None:
-    p = P.plan(_spec("paper-32b.yaml"))
-    assert p.field_problems == []
-    assert {(s, k) for s, k, _ in p.missing_features} == {
+    none = P.plan(_spec("paper-32b.yaml", "compute.sharding=none"))
+    assert none.field_problems == []
+    assert {(s, k) for s, k, _ in none.missing_features} == {
         ("sft", "compute.accelerators"),
         ("rl", "compute.accelerators"),
     }
-    assert all("FSDP or DeepSpeed ZeRO-3" in m for _, _, m in p.missing_features)
-    h200 = P.plan(_spec("paper-32b.yaml", "compute.accelerators=H200:8", "rl.micro_batch_size=4"))
+    assert all("FSDP or DeepSpeed ZeRO-3" in m for _, _, m in none.missing_features)
+    h200 = P.plan(
+        _spec(
+            "paper-32b.yaml",
+            "compute.accelerators=H200:8",
+            "rl.micro_batch_size=4",
+            "compute.sharding=none",
+        )
+    )
     assert h200.problems == []
+
+
+def test_paper_32b_fits_2x8_h100_sharded_by_default() -> None:
+    spec = _spec("paper-32b.yaml")
+    assert spec.compute.sharding is None and P.resolved_sharding(spec) == "fsdp"
+    p = P.plan(spec)
+    assert (p.sharding, p.shards, p.problems) == ("fsdp", 16, [])
+    result = CliRunner().invoke(app, ["plan", str(ROOT / "experiments" / "paper-32b.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "sharding fsdp over 16 ranks" in result.output
+    # paper-8b fits whole on each H100: null stays data parallel.
+    assert P.resolved_sharding(_spec("paper-8b.yaml")) == "none"
+
+
+def test_sharded_memory_and_collectives_by_hand() -> None:
+    spec = _spec("paper-32b.yaml")
+    d = P.model_dims(spec)
+    assert d is not None
+    p = P.plan(spec)
+    sft = next(s for s in p.stages if s.stage == "sft")
+    rl = next(s for s in p.stages if s.stage == "rl")
+    n, w = 16, 2
+    weights, state = w * d.params, 16 * d.shape.lora
+    layer = d.shape.text_linear / d.shape.layers
+    gathered = w * (d.params - d.shape.text_linear + 2 * layer)
+    assert P.fsdp_gather_bytes(d, w) == pytest.approx(gathered)
+    seq = min(spec.sft.max_seq_len, 12000 + 770 + 256)
+    act = spec.sft.batch_size * seq * P.activation_bytes_per_token(d, w, True)
+    assert sft.peak_bytes == pytest.approx(weights / n + state / n + gathered + act)
+    # RL sampling gathers the whole model: the rest of it (15/16) beside each rank's 1/16.
+    total = 12000 + 770 + 256
+    kv = 2 * total * P.kv_bytes_per_token(d, w)
+    sampling = weights / n + state / n + (weights - weights / n) + kv
+    assert rl.peak_bytes >= sampling
+    # One all-gather moves (N-1)/N of the weights at the network's bandwidth (2 nodes).
+    assert P.fsdp_seconds(weights, n, 2) == pytest.approx(weights * 15 / 16 / 50e9)
+    assert P.fsdp_seconds(weights, n, 1) == pytest.approx(weights * 15 / 16 / 360e9)
+    assert P.fsdp_seconds(weights, 1, 2) == 0.0
+    # The SFT time carries 8 micro-batches x (2 all-gathers + a reduce-scatter) a step.
+    unsharded = P.plan(spec, sharding="none")
+    sft0 = next(s for s in unsharded.stages if s.stage == "sft")
+    comm = 8 * (2 * P.fsdp_seconds(weights, n, 2) + P.fsdp_seconds(4 * d.shape.lora, n, 2))
+    assert sft.hours * 3600 == pytest.approx(sft0.hours * 3600 + spec.sft.max_steps * comm)
+
+
+def test_sharding_does_not_hide_a_micro_batch_too_large() -> None:
+    p = P.plan(_spec("paper-32b.yaml", "rl.micro_batch_size=8"))
+    assert [(s, k) for s, k, _ in p.field_problems] == [("rl", "rl.micro_batch_size")]
+    assert "at most 2 fits" in p.field_problems[0][2]
+    with pytest.raises(ValueError):
+        P.plan(_spec("paper-32b.yaml"), sharding="zero3")
 
 
 def test_validate_refuses_a_stage_that_cannot_fit(tmp_path: Path) -> None:

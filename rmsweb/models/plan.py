@@ -5,11 +5,16 @@ spec whose stage cannot fit, naming the field to change. FLOPs come from
 rmsweb.models.flops, the count benchmarks/gpu_step.py measures MFU with.
 
 Memory per GPU, in bytes (w: bytes per weight of model.dtype):
-- weights: every parameter, w each (data parallel: each rank holds the whole model;
-  rmsweb shards nothing, so a model whose weights alone do not fit is refused, naming
-  the missing FSDP / ZeRO-3 sharding).
+- weights: every parameter, w each. compute.sharding none (data parallel): each rank
+  holds the whole model; fsdp (FSDP2 over every rank of the stage, train/sharding.py):
+  each rank holds 1/N of it, and gathers what it computes with: in training the root
+  unit (embeddings, LM head, vision tower, final norm: gathered whole) and two decoder
+  layers (the one running and the one prefetched); in RL sampling and the KL probe the
+  whole model (gathered once for HF generate, so generation runs no collective).
+  Null: fsdp where the unsharded plan does not fit (`resolved_sharding`).
 - trainable state: LoRA adapters are kept in fp32 by PEFT: 4 (weight) + 4 (gradient) +
-  8 (AdamW m, v) = 16 bytes each; a full fine-tune: w + w + 2w per parameter.
+  8 (AdamW m, v) = 16 bytes each; a full fine-tune: w + w + 2w per parameter. Divided by
+  N under fsdp (the adapters are sharded with their layers).
 - activations per token of a decoder layer (w bytes each), what autograd keeps for
   backward: the layer input and post-attention residual (2h), the two norms' outputs
   (2h), q and the attention output (2q), k and v (2kv), and the MLP's gate, up,
@@ -44,6 +49,11 @@ Time per stage (what `render` prints, per stage and for the whole pipeline):
   suite.browser.contexts), whichever is slower; hosted judges and teachers priced from
   their `prices`. Units come from the suite (`rmsweb plan` counts them); without them
   these stages are left out.
+- fsdp communication, not overlapped with compute (an upper bound): per micro-batch of
+  training two all-gathers of the weights (forward; backward) and a reduce-scatter of the
+  trainable gradients; per generate call (RL sampling, KL probe) one all-gather of the
+  weights; each moves (N-1)/N of the bytes per rank at FSDP_BANDWIDTH (NVLink on one
+  node, the network's per-GPU bandwidth across nodes).
 Every prompt is taken at its budget and every retry as spent: the figures are upper bounds.
 """
 
@@ -103,6 +113,20 @@ DECODE_EFFICIENCY: dict[str, tuple[float, str]] = {
         "bandwidth roofline (0.6 of it taken)",
     ),
 }
+# Collective bandwidth per rank for FSDP's all-gathers and reduce-scatters (bytes/s).
+FSDP_BANDWIDTH: dict[str, tuple[float, str]] = {
+    "nvlink": (
+        360e9,
+        "assumed: NCCL all-gather bus bandwidth within one 8 x H100 SXM node (NVLink 4, "
+        "450 GB/s a direction per GPU; nccl-tests report about 360 GB/s at large sizes)",
+    ),
+    "network": (
+        50e9,
+        "assumed: 400 Gb/s per GPU between nodes (8 x 400G InfiniBand/EFA per 8-GPU node); "
+        "a ring across nodes runs at its slowest link",
+    ),
+}
+SHARDINGS = ("none", "fsdp")
 ENV_STEP_S = 3.0  # a live site's browser step (action, load, observe); assumed
 PROBE_LOGIT_BYTES = 28  # bf16 logits x 2, fp32 copies, log-softmaxes, p, product (kl_probe.py)
 CHECKPOINT_WARN_MINUTES = 30.0
@@ -143,6 +167,8 @@ class Plan:
     usd_per_gpu_hour: float
     stages: list[StagePlan]
     warnings: list[str] = field(default_factory=list)
+    sharding: str = "none"  # compute.sharding as planned (null resolved: resolved_sharding)
+    shards: int = 1  # ranks the weights are sharded over (1: none)
 
     def mfu_of(self, kind: str) -> float:
         return self.mfu if self.mfu is not None else MFU[kind][0]
@@ -249,27 +275,60 @@ def decode_seconds(
     return new * per_step / (bandwidth * eff)
 
 
+def resolved_sharding(spec: Any) -> str:
+    """compute.sharding, with null resolved: fsdp where the unsharded plan of a GPU spec
+    finds a stage whose whole model cannot fit one GPU (a missing feature), else none."""
+    explicit = getattr(spec.compute, "sharding", None)
+    if explicit is not None:
+        return str(explicit)
+    if not spec.compute.accelerators or model_dims(spec) is None:
+        return "none"
+    return "fsdp" if plan(spec, sharding="none").missing_features else "none"
+
+
+def fsdp_gather_bytes(d: ModelDims, w: int) -> float:
+    """What one rank gathers to compute under FSDP2 (train/sharding.py): the root unit
+    (everything outside the decoder layers) whole, plus two decoder layers."""
+    layer = d.shape.text_linear / max(1, d.shape.layers)
+    root = d.params - d.shape.text_linear
+    return w * (root + 2 * layer)
+
+
+def fsdp_seconds(nbytes: float, shards: int, nodes: int) -> float:
+    """One all-gather (or reduce-scatter) of `nbytes` over `shards` ranks."""
+    if shards <= 1:
+        return 0.0
+    bandwidth = FSDP_BANDWIDTH["network" if nodes > 1 else "nvlink"][0]
+    return nbytes * (shards - 1) / shards / bandwidth
+
+
 def plan(
     spec: Any,
     mfu: float | None = None,
     usd_per_gpu_hour: float | None = None,
     units: dict[str, int] | None = None,
+    sharding: str | None = None,
 ) -> Plan:
     """The plan of a GPU spec (compute.accelerators set, a model whose shape is known).
 
     `mfu`: one MFU for every stage (None: MFU per stage, with its source); `units`: the
     suite's (task, seed) units per split (train, val, test, mine), which price collect,
-    mine and eval and size sft.epochs (None: those stages are left out).
+    mine and eval and size sft.epochs (None: those stages are left out); `sharding`:
+    none or fsdp in place of the spec's (None: `resolved_sharding`).
     """
     c = spec.compute
     gpu, per_node = gpu_of(c.accelerators)
     gpus = per_node * c.num_nodes
+    sharding = sharding if sharding is not None else resolved_sharding(spec)
+    if sharding not in SHARDINGS:
+        raise ValueError(f"sharding {sharding!r}: one of {', '.join(SHARDINGS)}")
+    shards = gpus if sharding == "fsdp" else 1
     gpu_bytes = GPU_MEMORY_GIB.get(gpu, 80) * GIB
     price = usd_per_gpu_hour if usd_per_gpu_hour is not None else USD_PER_GPU_HOUR.get(gpu, 0.0)
     peak_flops = DATASHEET_TFLOPS.get(gpu, 989.4) * 1e12
     bandwidth = HBM_TBPS.get(gpu, 3.35) * 1e12
     d = model_dims(spec)
-    out = Plan(spec.name, gpu, gpus, gpu_bytes, mfu, price, [])
+    out = Plan(spec.name, gpu, gpus, gpu_bytes, mfu, price, [], sharding=sharding, shards=shards)
     if d is None:
         return out
     w = 4 if spec.model.dtype == "float32" else 2
@@ -277,6 +336,14 @@ def plan(
     budget = USABLE * gpu_bytes
     weights = w * d.params
     state = trainable_bytes(d, w, lora)
+    # What each rank holds for the whole stage, and what it gathers to compute (fsdp).
+    held_weights, held_state = weights / shards, state / shards
+    gathered = fsdp_gather_bytes(d, w) if shards > 1 else 0.0
+    gen_gathered = weights - held_weights if shards > 1 else 0.0  # the rest of the model
+    all_gather_s = fsdp_seconds(weights, shards, c.num_nodes)
+    grad_bytes = (16 * d.shape.lora / 4) if lora else w * d.params  # fp32 LoRA / full grads
+    reduce_scatter_s = fsdp_seconds(grad_bytes, shards, c.num_nodes)
+    link = "network" if c.num_nodes > 1 else "nvlink"
     patches, img = image_tokens(spec)
     p = spec.model.prompt
     prompt = p.max_prompt_tokens + img
@@ -296,7 +363,20 @@ def plan(
 
     def needs_sharding(stage: StagePlan, one: float) -> bool:
         """Weights + state + one sequence's memory (`one`) exceed the GPU: no field of this
-        stage fixes it; sharding the model over the ranks would."""
+        stage fixes it; sharding the model over the ranks would (or more of them)."""
+        if shards > 1:
+            if held_weights + held_state + one <= budget:
+                return False
+            stage.problem = (
+                "compute.accelerators",
+                f"{stage.stage}: weights {held_weights / GIB:.1f} GiB + trainable state "
+                f"{held_state / GIB:.1f} GiB (sharded over {shards} ranks) + one sequence with "
+                f"what it gathers {one / GIB:.1f} GiB per GPU exceed {budget / GIB:.1f} GiB "
+                f"usable on a {gpu}. Fix: more GPUs (compute.num_nodes), a GPU with more memory "
+                "or a smaller model.name_or_path.",
+            )
+            stage.missing = False
+            return True
         if weights + state + one <= budget:
             return False
         stage.problem = (
@@ -305,8 +385,8 @@ def plan(
             f"{state / GIB:.1f} GiB + one sequence {one / GIB:.1f} GiB per GPU exceed "
             f"{budget / GIB:.1f} GiB usable on a {gpu}; rmsweb trains data-parallel with the "
             "whole model on every rank. Missing: model sharding (FSDP or DeepSpeed ZeRO-3) in "
-            "the sft/rl trainers. Until then: a GPU with more memory (e.g. H200) or a smaller "
-            "model.name_or_path.",
+            "the sft/rl trainers: set compute.sharding fsdp (or leave it null), or a GPU with "
+            "more memory (e.g. H200), or a smaller model.name_or_path.",
         )
         stage.missing = True
         return True
@@ -387,11 +467,13 @@ def plan(
     seq = min(s.max_seq_len, prompt + new)
     ckpt = s.gradient_checkpointing
     act = activation_bytes_per_token(d, w, ckpt)
+    sharded_as = f" (fsdp: 1/{shards})" if shards > 1 else ""
     sft = StagePlan(
         "sft",
         {
-            "weights": weights,
-            "trainable_state": state,
+            f"weights{sharded_as}": held_weights,
+            f"trainable_state{sharded_as}": held_state,
+            **({"gathered (fsdp: root unit + 2 decoder layers)": gathered} if shards > 1 else {}),
             f"activations ({'with' if ckpt else 'without'} checkpointing)": s.batch_size
             * seq
             * act,
@@ -401,7 +483,7 @@ def plan(
     sft.memory["activations if toggled"] = (
         s.batch_size * seq * activation_bytes_per_token(d, w, not ckpt)
     )
-    sft.peak_bytes = weights + state + s.batch_size * seq * act
+    sft.peak_bytes = held_weights + held_state + gathered + s.batch_size * seq * act
     sft.notes.append(f"{s.batch_size} x {seq} tokens per micro-batch ({img} image tokens)")
     # The global batch is the spec's on any number of nodes: batch x grad_accum x GPUs per
     # node (each node runs grad_accum / nodes micro-batches: train/sft/trainer.py).
@@ -423,8 +505,17 @@ def plan(
             f"{SFT_STEPS_PER_EPISODE:g} x max_steps); sft.epochs sizes the run by passes"
         )
     sft.flops = sft_steps * sft_flops(d.shape, global_batch, seq, patches)
-    priced(sft, seconds(sft.flops / gpus, "sft") / 3600)
+    micro_per_step = max(1, s.grad_accum // c.num_nodes)  # per rank (trainer.py)
+    sft_comm_s = micro_per_step * (2 * all_gather_s + reduce_scatter_s)
+    priced(sft, (seconds(sft.flops / gpus, "sft") + sft_steps * sft_comm_s) / 3600)
     sft.notes.append(f"MFU {out.mfu_of('sft'):.2f} ({_source('sft', out)})")
+    if shards > 1:
+        sft.notes.append(
+            f"fsdp over {shards} ranks: {sft_comm_s:.1f} s a step of collectives "
+            f"({micro_per_step} micro-batches x (2 all-gathers of {weights / GIB:.1f} GiB at "
+            f"{all_gather_s:.2f} s + a reduce-scatter of the gradients {reduce_scatter_s:.2f} s) "
+            f"at {FSDP_BANDWIDTH[link][0] / 1e9:.0f} GB/s ({link}), not overlapped)"
+        )
     sft_step_s = sft.hours * 3600 / sft_steps
     interval = s.save_steps * sft_step_s
     if getattr(s, "save_minutes", None):
@@ -448,18 +539,16 @@ def plan(
             f"sft: grad_accum {s.grad_accum} is not a multiple of num_nodes {c.num_nodes}; each "
             "node runs grad_accum / num_nodes micro-batches so the global batch stays the spec's",
         )
-    one_sample = seq * activation_bytes_per_token(d, w, True)
+    one_sample = gathered + seq * activation_bytes_per_token(d, w, True)
+    held = held_weights + held_state + gathered
     if not needs_sharding(sft, one_sample) and sft.peak_bytes > budget:
         if (
             not ckpt
-            and weights + state + s.batch_size * seq * activation_bytes_per_token(d, w, True)
-            <= budget
+            and held + s.batch_size * seq * activation_bytes_per_token(d, w, True) <= budget
         ):
             sft.problem = ("sft.gradient_checkpointing", "sft: set it true: " + _over(sft, budget))
         else:
-            fit = _largest(
-                lambda n: weights + state + n * seq * act <= budget, max(1, s.batch_size)
-            )
+            fit = _largest(lambda n: held + n * seq * act <= budget, max(1, s.batch_size))
             if fit:
                 sft.problem = ("sft.batch_size", f"sft: {_over(sft, budget)}; at most {fit} fits")
             else:
@@ -505,12 +594,17 @@ def plan(
         probe = probe_micro * (total * kv + PROBE_LOGIT_BYTES * d.vocab * new)
 
         def rl_peak(m: int, act_per_token: float, probe_bytes: float = probe) -> float:
-            sampling = 0.0 if vllm else m * total * kv
+            # fsdp: sampling and the probe gather the whole model; the update two layers.
+            sampling = 0.0 if vllm else gen_gathered + m * total * kv
             return (
-                weights
-                + state
+                held_weights
+                + held_state
                 + vllm
-                + max(sampling, m * (total * act_per_token + logits), probe_bytes)
+                + max(
+                    sampling,
+                    gathered + m * (total * act_per_token + logits),
+                    (gen_gathered + probe_bytes) if probe_bytes else 0.0,
+                )
             )
 
         ref = weights if (not lora and (r.beta > 0 or probe_states)) else 0.0
@@ -522,8 +616,18 @@ def plan(
         rl = StagePlan(
             "rl",
             {
-                "weights": weights,
-                "trainable_state": state,
+                f"weights{sharded_as}": held_weights,
+                f"trainable_state{sharded_as}": held_state,
+                **(
+                    {
+                        "gathered for sampling and the KL probe (fsdp: the whole model)": (
+                            gen_gathered
+                        ),
+                        "gathered for the update (fsdp: root unit + 2 decoder layers)": gathered,
+                    }
+                    if shards > 1
+                    else {}
+                ),
                 "frozen_reference": ref,
                 **sampling_memory,
                 f"update activations ({'with' if r.gradient_checkpointing else 'without'} "
@@ -542,7 +646,7 @@ def plan(
             one = seconds(m * prefill_one, "prefill") + decode_seconds(
                 d, w, m, prompt, new, bandwidth, hf_eff
             )
-            return chunks * one
+            return chunks * (one + all_gather_s)  # fsdp: the model gathered per call
 
         if vllm:
             v_eff = DECODE_EFFICIENCY["vllm"][0]
@@ -559,7 +663,8 @@ def plan(
                 f"rank (decode at {hf_eff:.2f} of HBM)"
             )
         update_one = train_flops(d.shape, total, new, patches)
-        update_s = seconds(share * update_one, "rl_update")
+        update_comm_s = math.ceil(share / micro) * (2 * all_gather_s + reduce_scatter_s)
+        update_s = seconds(share * update_one, "rl_update") + update_comm_s
         probes = (
             (r.steps // r.save_steps + (0 if r.steps % r.save_steps == 0 else 1))
             if probe_states
@@ -567,8 +672,15 @@ def plan(
         )
         probe_s = 0.0
         if probe_states:
-            probe_s = hf_sampling_s(probe_states, probe_micro or 1, gpus) + seconds(
-                math.ceil(probe_states / gpus) * 2 * 2 * d.shape.text_linear * total, "prefill"
+            probe_s = (
+                hf_sampling_s(probe_states, probe_micro or 1, gpus)
+                + seconds(
+                    math.ceil(probe_states / gpus) * 2 * 2 * d.shape.text_linear * total,
+                    "prefill",
+                )
+                + math.ceil(math.ceil(probe_states / (probe_micro or 1)) / gpus)
+                * 2
+                * all_gather_s  # fsdp: the policy's and the reference's forwards
             )
         step_s = sample_s + update_s
         rl.flops = r.steps * seqs * (rollout_flops(d.shape, prompt, new, patches) + update_one)
@@ -583,13 +695,25 @@ def plan(
             f"micro-batch {micro}; sampling sharded over the {gpus} ranks and gathered, each "
             f"rank updates on its {share} (gradients summed)"
         )
+        if shards > 1:
+            rl.notes.append(
+                f"fsdp over {shards} ranks: an all-gather of the weights {all_gather_s:.2f} s at "
+                f"{FSDP_BANDWIDTH[link][0] / 1e9:.0f} GB/s ({link}) per generate call, two per "
+                f"update micro-batch (+ reduce-scatter {reduce_scatter_s:.2f} s): "
+                f"{update_comm_s:.1f} s of the update a step"
+            )
         rl_interval = r.save_steps * step_s
         if rl_interval > CHECKPOINT_WARN_MINUTES * 60:
             out.warnings.append(
                 f"rl: the plan puts {rl_interval / 60:.0f} minutes between checkpoints "
                 f"(save_steps {r.save_steps} x {step_s:.0f} s a step). Fix: lower rl.save_steps."
             )
-        one = rl_peak(1, activation_bytes_per_token(d, w, True), 0.0) - weights - state - vllm
+        one = (
+            rl_peak(1, activation_bytes_per_token(d, w, True), 0.0)
+            - held_weights
+            - held_state
+            - vllm
+        )
         if vllm and vllm - weights < sampler.max_model_len * kv:
             rl.problem = (
                 "rl.sampler.gpu_memory_utilization",
@@ -597,7 +721,7 @@ def plan(
                 f"and KV cache for fewer than max_model_len {sampler.max_model_len} tokens; "
                 "raise it",
             )
-        elif vllm and weights + state + vllm + one + ref > budget:
+        elif vllm and held_weights + held_state + vllm + one + ref > budget:
             rl.problem = (
                 "rl.sampler.gpu_memory_utilization",
                 f"rl: {_over(rl, budget)} with the vLLM share {vllm / GIB:.1f} GiB beside the "
@@ -705,9 +829,10 @@ def render(p: Plan) -> str:
         if p.mfu is not None
         else "MFU per stage: " + ", ".join(f"{k} {v:.2f}" for k, (v, _) in MFU.items())
     )
+    sharding = f"fsdp over {p.shards} ranks" if p.shards > 1 else "none (data parallel)"
     lines = [
         f"{p.name}: {p.gpus} x {p.gpu} ({p.gpu_bytes / GIB:.0f} GiB, {USABLE:.0%} usable), "
-        f"{mfu}; decode at {DECODE_EFFICIENCY['hf'][0]:.2f} (HF generate) / "
+        f"sharding {sharding}, {mfu}; decode at {DECODE_EFFICIENCY['hf'][0]:.2f} (HF generate) / "
         f"{DECODE_EFFICIENCY['vllm'][0]:.2f} (vLLM) of HBM bandwidth; "
         f"${p.usd_per_gpu_hour:.2f}/GPU-hour"
     ]
@@ -736,6 +861,11 @@ def render(p: Plan) -> str:
             lines.extend(
                 f"  source of decode {k} {v:.2f}: {src}"
                 for k, (v, src) in DECODE_EFFICIENCY.items()
+            )
+        if p.shards > 1:
+            lines.extend(
+                f"  source of fsdp bandwidth {k} {v / 1e9:.0f} GB/s: {src}"
+                for k, (v, src) in FSDP_BANDWIDTH.items()
             )
     lines.extend(f"  warning: {w}" for w in p.warnings)
     return "\n".join(lines)

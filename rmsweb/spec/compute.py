@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -40,6 +41,13 @@ class ComputeSpec(SpecModel):
     disk_size: int = Field(256, ge=50, description="Boot disk in GB.")
     num_nodes: int = Field(1, ge=1, le=256, description="Nodes; > 1 runs sft/rl with torchrun.")
     image_id: str | None = Field(None, description="Machine image; null: the cloud default.")
+    sharding: Literal["none", "fsdp"] | None = Field(
+        None,
+        description="How the sft and rl trainers hold the model across ranks: none (data "
+        "parallel, the whole model on every rank) or fsdp (PyTorch FSDP2: the frozen base and "
+        "the LoRA adapters sharded over the ranks, layers gathered when used). Null: fsdp where "
+        "`rmsweb plan` finds the whole model does not fit one GPU, else none.",
+    )
     checkpoint_bucket: str | None = Field(
         None,
         description="Bucket mounted on every node for checkpoints and multi-node rendezvous, "
