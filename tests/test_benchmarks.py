@@ -74,6 +74,27 @@ def test_report_scale_runs_and_both_engines_agree() -> None:
     assert 0 < int(last.group(3)) < 1024 and 0 < int(last.group(7)) < 1024
 
 
+_PEAK_AFTER_A_BIG_PARENT = """
+import subprocess, sys
+ballast = bytearray(400 * 2**20)  # 400 MiB touched in the parent
+ballast[:: 4096] = b"x" * len(ballast[:: 4096])
+code = "import importlib.util as u; s = u.spec_from_file_location('rs', sys.argv[1]); "
+code += "m = u.module_from_spec(s); s.loader.exec_module(m); print(round(m.peak_mb()))"
+print(subprocess.run([sys.executable, "-c", "import sys; " + code, sys.argv[1]],
+                     capture_output=True, text=True, check=True).stdout.strip())
+"""
+
+
+def test_report_scale_peak_is_the_phase_processs_own() -> None:
+    """A phase starts after the synthesis in the same parent: its peak must not be the
+    parent's (ru_maxrss is carried over fork and exec; VmHWM is not)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK_AFTER_A_BIG_PARENT, str(BENCH / "report_scale.py")],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert 0 < int(proc.stdout.strip()) < 300, proc.stdout
+
+
 @pytest.mark.browser
 def test_env_throughput_runs_without_browsergym() -> None:
     # --episodes 1 --contexts 1: one seed per task, one context; BrowserGym (its own
