@@ -192,3 +192,16 @@ def test_browsergym_worker_runs_in_browsergym_venv(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode != 0 and "No module named 'browsergym'" in proc.stderr
+
+
+@pytest.mark.slow
+def test_dvc_status_times_the_three_cases() -> None:
+    """benchmarks/dvc_status.py at its smallest: one timing of each case, 2x the stages."""
+    lines = run("benchmarks/dvc_status.py", "--repeat", "1", "--factor", "2", timeout=900)
+    assert lines[0].startswith("dvc status report_miniwob-cpu, best of 1")
+    assert (
+        "C parser" in lines[1] and "pure-Python parser" in lines[2] and "2x the stages" in lines[3]
+    )
+    ratio = re.fullmatch(rf"ratio pure / C: ({NUMBER}); 2x / 1x: ({NUMBER})", lines[4])
+    assert ratio, lines
+    assert lines[5].startswith("targets: <= 3 s now (")
