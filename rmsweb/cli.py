@@ -107,6 +107,14 @@ def validate(
             typer.echo(line, err=True)
         if unfit:
             raise UserError(f"{len(unfit)} stage(s) cannot fit; `rmsweb plan <spec>` shows why.")
+        from rmsweb.suites.overlap import located_overlaps
+
+        overlaps = [located_overlaps(s, sources[s.name], override or []) for s in specs]
+        for _, lines in overlaps:
+            for line in lines:
+                typer.echo(f"warning: {line}", err=True)
+        if any(errs for errs, _ in overlaps):  # an evaluation task the policies trained on
+            raise SpecErrors([e for errs, _ in overlaps for e in errs])
         from rmsweb.models.plan import checkpoint_warnings
 
         for spec in specs:  # warnings: the spec is valid, exit 0

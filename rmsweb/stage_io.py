@@ -117,8 +117,10 @@ def make_stage_io(
 ) -> StageIO:
     spec = load_from_params(params, exp)
     # The variant: an eval policy, or a sweep's name for the sweep stage.
-    if policy is not None and policy not in {p.name for p in spec.eval.policies} | set(spec.sweep):
-        names = ", ".join(p.name for p in spec.eval.policies)
+    # eval.suites: an eval stage's variant is <suite>-<policy> (evalckpt's stays the policy)
+    known = {p.name for p in spec.eval.policies} | set(spec.eval.variants()) | set(spec.sweep)
+    if policy is not None and policy not in known:
+        names = ", ".join(spec.eval.variants())
         raise StageInputError(f"experiment {exp!r} has no eval policy {policy!r} (has: {names}).")
     if seed is not None and seed not in spec.seeds:
         raise StageInputError(

@@ -55,7 +55,19 @@ def test_every_answer_is_on_its_page() -> None:
 
 def test_spec_has_paper_8b_shape() -> None:
     spec = load_experiment(SPEC)
-    assert spec.suite.kind == "webvoyager" and spec.suite.judge.protocol == "webjudge"
+    assert spec.suite.kind == "task_pool" and spec.suite.judge.protocol == "webjudge"
+    assert spec.suite.tasks_file == "rmsweb/suites/data/rehearsal_site/pool-train.jsonl"
+    # two other local pools, with different judges and step limits (issue 43)
+    shopa, shopb = spec.eval.suites
+    assert (shopa.name, shopb.name) == ("shopa", "shopb")
+    assert shopa.suite.max_steps != shopb.suite.max_steps
+    assert shopa.suite.judge.model != shopb.suite.judge.model
+    assert (shopa.suite.judge.score_threshold, shopa.suite.judge.max_images) != (
+        shopb.suite.judge.score_threshold,
+        shopb.suite.judge.max_images,
+    )
+    for ev in (shopa, shopb):
+        assert ev.split == "all" and ev.suite.private_origins == [site.ORIGIN]
     assert spec.suite.browser.screenshots and spec.suite.browser.set_of_marks
     assert spec.suite.private_origins == [site.ORIGIN]
     assert (spec.model.kind, spec.model.arch) == ("tiny", "qwen3_vl")
@@ -163,7 +175,8 @@ def _play(lessons: bool, tmp_path: Path) -> tuple[dict[str, tuple[str | None, in
 
     with StaticServer(site.render_site(tmp_path / "site")) as shop:  # a free port
         tasks = tmp_path / "tasks.jsonl"
-        tasks.write_text(site.tasks_jsonl(shop.origin), encoding="utf-8")
+        every = "".join(site.pool_jsonl(name, shop.origin) for name in site.POOLS)
+        tasks.write_text(every, encoding="utf-8")  # the three pools: all 14 tasks
         spec = load_experiment(SPEC).suite.model_copy(
             update={"tasks_file": str(tasks), "private_origins": [shop.origin],
                     "test_fraction": 0.01}  # every task in train

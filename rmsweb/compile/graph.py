@@ -138,7 +138,8 @@ def _identity(stage: Stage, data: dict[str, Any]) -> str:
         value = _get(data, r.path)
         if isinstance(value, dict) and (r.exclude or r.optional):
             value = {k: v for k, v in value.items() if not r.drops(k, v)}
-        config["eval.policy" if r.path.startswith("eval.policies.") else r.path] = value
+        key = "eval.policy" if r.path.startswith("eval.policies.") else r.path
+        config["eval.suite" if r.path.startswith("eval.suites.") else key] = value
     payload = {
         "kind": stage.kind,
         "variant": stage.variant,
@@ -232,14 +233,15 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
         trained["sft"][seed], trained["rl"][seed] = sft, rl
 
     evals: list[Stage] = []
-    for i, policy in enumerate(spec.eval.policies):
+    for i, policy in enumerate(spec.eval.policies if not spec.eval.suites else []):
         # A policy with its own splits does not read eval.splits: experiments that
         # differ there still share its stage.
         own = {"splits"} if policy.splits is not None else set()
         reads = [
             Read("seed"),
             Read("suite", frozenset({"train", "mine"})),
-            Read("eval", frozenset({"policies", *own})),
+            # eval.suites: null (the offline studies) leaves their params as they were
+            Read("eval", frozenset({"policies", *own}), frozenset({"suites"})),
             # every_checkpoint adds a stage of its own (evalckpt); the eval stage does
             # not read it, so turning it on leaves the eval stage shared and cached.
             Read(f"eval.policies.{i}", frozenset({"every_checkpoint"})),
@@ -262,6 +264,7 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             if spec.collect.teacher.kind == "openai":
                 reads.append(Read("model.prompt"))
         evals.append(add("eval", reads, {}, variant=policy.name))
+    evals += _suite_evals(spec, add, trained)
 
     # The report reads the evals and every run upstream of them (collect yield,
     # SFT loss, and mining / RL curves when an evaluated policy comes from RL).
@@ -280,6 +283,39 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
     return stages
 
 
+def _suite_evals(
+    spec: ExperimentSpec, add: Callable[..., Stage], trained: dict[str, dict[int, Stage]]
+) -> list[Stage]:
+    """`eval.suites`: each policy on each evaluation suite, one stage per (suite, policy,
+    training seed), variant `<suite>-<policy>`. It reads its evaluation suite (not the
+    training suite: its judge, split and step limit are its own), the policy, and what
+    an eval of the training suite reads of `eval` and the model; so adding a benchmark
+    leaves the other benchmarks' stages cached."""
+    evals: list[Stage] = []
+    for j, ev in enumerate(spec.eval.suites or []):
+        for i, policy in enumerate(spec.eval.policies):
+            variant = spec.eval.variant(ev, policy)
+            reads = [
+                Read("seed"),
+                Read(f"eval.suites.{j}"),
+                Read("eval", frozenset({"policies", "splits", "suites"})),
+                Read(f"eval.policies.{i}", frozenset({"every_checkpoint", "splits"})),
+            ]
+            if policy.kind == "checkpoint":
+                reads += [Read("model.prompt"), Read("model.backend")]
+                for seed, source in trained[policy.source].items():
+                    evals.append(add("eval", reads, {"policy": source}, variant, seed))
+                continue
+            if policy.kind == "openai":
+                reads.append(Read("model.prompt"))
+            elif policy.kind == "teacher":
+                reads.append(Read("collect.teacher", frozenset({"adherence"})))
+                if spec.collect.teacher.kind == "openai":
+                    reads.append(Read("model.prompt"))
+            evals.append(add("eval", reads, {}, variant=variant))
+    return evals
+
+
 def _checkpoint_evals(
     add: Callable[..., Stage],
     policy: str,
@@ -296,7 +332,7 @@ def _checkpoint_evals(
     """
     reads = [
         Read("suite", frozenset({"train", "mine", "test"})),
-        Read("eval", frozenset({"policies", "splits"})),
+        Read("eval", frozenset({"policies", "splits"}), frozenset({"suites"})),
         Read("model"),
         Read("rl"),
     ]

@@ -25,6 +25,15 @@ from rmsweb.store.rows import EpisodeRecord, EvalRow
 REPORT_ORDER = ("test", "val", "train")
 
 
+def _target(spec: Any, variant: str) -> tuple[Any, Any, list[str]]:
+    """(suite spec, policy spec, splits) an eval stage's variant names: the training
+    suite's eval splits, or one evaluation suite (`eval.suites`) at its own split."""
+    ev, policy_spec = spec.eval.resolve(variant)
+    if ev is None:
+        return spec.suite, policy_spec, spec.eval.splits_of(policy_spec)
+    return ev.suite, policy_spec, [ev.eval_split]
+
+
 async def _run(io: StageIO, policy_spec: Any, run: str) -> dict[str, float]:
     """Every eval split in one runner (one browser); wall seconds per split."""
     from rmsweb.agents.build import eval_policy
@@ -33,18 +42,22 @@ async def _run(io: StageIO, policy_spec: Any, run: str) -> dict[str, float]:
     from rmsweb.suites.factory import LIVE_SUITES
 
     spec = io.spec
-    runner = build_runner(spec.suite, run=run, stage="eval")
-    plan = split_plan(runner.suite, spec.eval.splits_of(policy_spec), spec.eval.seeds_per_task)
+    ev, _ = spec.eval.resolve(io.policy)
+    suite_spec, _, splits = _target(spec, io.policy)
+    runner = build_runner(suite_spec, run=run, stage="eval")
+    if ev is not None:
+        runner.suite.as_evaluation(ev.name, whole=ev.split == "all")
+    plan = split_plan(runner.suite, splits, spec.eval.seeds_per_task)
     prices = getattr(policy_spec, "prices", None)  # expert and random cost nothing
     walls: dict[str, float] = {}
     judge = None
     async with runner:
         policy = eval_policy(policy_spec, spec, runner.suite, io.inputs, seed=io.train_seed)
         try:
-            if spec.suite.kind in LIVE_SUITES:
+            if suite_spec.kind in LIVE_SUITES:
                 from rmsweb.judge.live import build_live_judge
 
-                judge = build_live_judge(spec.suite, runner.suite)
+                judge = build_live_judge(suite_spec, runner.suite)
             with ShardWriter(io.out) as sink:
                 for split, (tasks, seeds) in plan.items():
                     start = time.perf_counter()
@@ -93,23 +106,26 @@ def main(io: StageIO) -> None:
     from rmsweb.store.reader import read_records
 
     spec = io.spec
-    policy_spec = next(p for p in spec.eval.policies if p.name == io.policy)
+    suite_spec, policy_spec, splits = _target(spec, io.policy)
+    ev = spec.eval.resolve(io.policy)[0]
     run = run_name(io.out)
     io.out.mkdir(parents=True, exist_ok=True)
     walls = asyncio.run(_run(io, policy_spec, run))
     records = read_records(io.out)
     all_rows: list[EvalRow] = []
-    metrics: dict[str, Any] = {"policy": io.policy}
+    metrics: dict[str, Any] = {"policy": policy_spec.name}
+    if ev is not None:
+        metrics["suite"] = ev.name
     if io.seed is not None:
         metrics["seed"] = io.seed
-    splits = sorted(spec.eval.splits_of(policy_spec), key=REPORT_ORDER.index)
+    splits = sorted(splits, key=REPORT_ORDER.index)
     for i, split in enumerate(splits):
         mine = [r for r in records if r.episode.split == split]
         rows = eval_rows(
             mine,
             run=run,
-            policy=io.policy,
-            suite=spec.suite.kind,
+            policy=policy_spec.name,
+            suite=suite_spec.kind if ev is None else ev.name,
             split=split,
             wall_s=walls.get(split, 0.0),
         )

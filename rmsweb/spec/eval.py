@@ -1,4 +1,10 @@
-"""Eval config: which policies run on the held-out split."""
+"""Eval config: which policies run on which held-out tasks.
+
+Without `suites`, every policy runs on the training suite's own held-out splits (the
+offline studies). With `suites`, each policy runs on each evaluation suite instead: a
+benchmark apart from the one the policies were trained on, with its own judge, split
+and step limit (`rmsweb validate` refuses an evaluation task the training suite holds).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from pydantic import Field, model_validator
 from .collect import ExpertTeacher, OpenAIEndpoint
 from .common import Name, SpecFieldError, SpecModel
 from .prices import TokenPrices
+from .suite import LiveSuiteSpec
 
 Split = Literal["val", "test", "train"]
 
@@ -112,6 +119,39 @@ PolicySpec = Annotated[
 ]
 
 
+EVAL_SUITE_NAME = r"^[a-z0-9]+$"  # no '-': the eval stage's variant is "<suite>-<policy>"
+
+
+class EvalSuite(SpecModel):
+    """One evaluation benchmark: a live suite section (its judge, step limit, filters)
+    and the split of it the policies are evaluated on."""
+
+    name: str = Field(
+        ...,
+        pattern=EVAL_SUITE_NAME,
+        max_length=24,
+        description="Column name in the report's table and part of the eval stage's name "
+        "(eval-<name>-<policy>); lowercase letters and digits only.",
+    )
+    split: Literal["all", "test", "val"] = Field(
+        "all",
+        description="all: every task of the suite (after its sites/levels/categories/limit "
+        "filters) is evaluated, as test: the benchmark's full test set, which the policies "
+        "never trained on. test/val: only the suite's own hash split (test_fraction, "
+        "val_fraction), e.g. val for choosing.",
+    )
+    suite: LiveSuiteSpec = Field(
+        ...,
+        description="The benchmark: a live suite section, its judge and step limit as the "
+        "benchmark defines them (judge.protocol suite: the benchmark's own judge).",
+    )
+
+    @property
+    def eval_split(self) -> str:
+        """The split label its episodes and metrics carry."""
+        return "test" if self.split == "all" else self.split
+
+
 class EvalSpec(SpecModel):
     policies: list[PolicySpec] = Field(
         default_factory=lambda: [
@@ -133,6 +173,47 @@ class EvalSpec(SpecModel):
         None, ge=1, description="Seeds per task (null: the whole split)."
     )
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature (0: greedy).")
+    suites: list[EvalSuite] | None = Field(
+        None,
+        min_length=1,
+        description="Evaluation benchmarks apart from the training suite: each policy is "
+        "evaluated on each (one stage per policy, suite and training seed), by the suite's "
+        "own judge, split and step limit; the training suite is then not evaluated. null: "
+        "the policies run on the training suite's `splits`.",
+    )
+
+    @model_validator(mode="after")
+    def _unique_suites(self) -> EvalSpec:
+        names = [s.name for s in self.suites or []]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise SpecFieldError(
+                    f"suites.{i}.name",
+                    f"evaluation suite name {name!r} is used twice; each names a column of "
+                    "the report's table. Fix: give each a distinct name.",
+                )
+        return self
+
+    def variant(self, suite: EvalSuite, policy: PolicySpec) -> str:
+        """The eval stage's variant of `policy` on evaluation suite `suite`."""
+        return f"{suite.name}-{policy.name}"
+
+    def variants(self) -> list[str]:
+        """Every eval stage variant: policy names, or <suite>-<policy> with `suites`."""
+        if not self.suites:
+            return [p.name for p in self.policies]
+        return [self.variant(s, p) for s in self.suites for p in self.policies]
+
+    def resolve(self, variant: str) -> tuple[EvalSuite | None, PolicySpec]:
+        """The (evaluation suite or None, policy) an eval stage's variant names."""
+        for suite in self.suites or []:
+            for p in self.policies:
+                if self.variant(suite, p) == variant:
+                    return suite, p
+        for p in self.policies:
+            if not self.suites and p.name == variant:
+                return None, p
+        raise KeyError(variant)
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvalSpec:

@@ -93,11 +93,31 @@ class ExperimentSpec(SpecModel):
                 "judge to borrow. Fix: set mine.judge (base_url, model) or use mode oracle.",
             )
         for i, policy in enumerate(self.eval.policies):
+            if policy.kind == "openai" and policy.serve and self.eval.suites:
+                raise SpecFieldError(
+                    f"eval.policies.{i}.serve",
+                    "a served policy endpoint is not started around the eval.suites stages "
+                    "yet. Fix: serve it elsewhere (serve: null) and give its base_url.",
+                )
+            if policy.kind == "expert" and self.eval.suites:
+                raise SpecFieldError(
+                    f"eval.policies.{i}.kind",
+                    "an expert policy exists only for offline suites, and eval.suites are "
+                    "live benchmarks. Fix: remove it or evaluate an openai policy.",
+                )
             if policy.kind == "expert" and not offline:
                 raise SpecFieldError(
                     f"eval.policies.{i}.kind",
                     f"an expert policy exists only for offline suites, not {self.suite.kind}. "
                     "Fix: remove it or evaluate an openai policy.",
+                )
+        for i, ev in enumerate(self.eval.suites or []):
+            if ev.suite.judge.serve is not None:
+                raise SpecFieldError(
+                    f"eval.suites.{i}.suite.judge.serve",
+                    "an evaluation suite's judge is not started by the sky task yet (only "
+                    "suite.judge is). Fix: serve it elsewhere (serve: null) and give its "
+                    "base_url.",
                 )
         if isinstance(self.suite, MiniWoBSuite):
             self._experts_exist(self.suite)

@@ -33,10 +33,12 @@ def same_model(a: str, b: str) -> bool:
 
 
 def self_judging(spec: ExperimentSpec) -> list[str]:
-    """`key: message` warnings for a suite judge that is the teacher's or a policy's model."""
-    judge = getattr(spec.suite, "judge", None)
-    if judge is None:
-        return []
+    """`key: message` warnings for a suite judge (the training suite's, or an evaluation
+    suite's) that is the teacher's or a policy's model."""
+    judges = [("suite.judge", getattr(spec.suite, "judge", None))] + [
+        (f"eval.suites.{j}.suite.judge", ev.suite.judge)
+        for j, ev in enumerate(spec.eval.suites or [])
+    ]
     graded: list[tuple[str, str, str]] = []  # (key, model, whose)
     teacher = spec.collect.teacher
     if teacher.kind == "openai":
@@ -50,8 +52,10 @@ def self_judging(spec: ExperimentSpec) -> list[str]:
                 (f"eval.policies.{i}.model", policy.model, f"policy {policy.name}'s model")
             )
     return [
-        f"suite.judge.model: the judge {judge.model!r} is {whose} ({key}): it would grade "
+        f"{at}.model: the judge {judge.model!r} is {whose} ({key}): it would grade "
         f"trajectories of its own model. {FIX}"
+        for at, judge in judges
+        if judge is not None
         for key, model, whose in graded
         if same_model(judge.model, model)
     ]

@@ -356,7 +356,46 @@ class WebTailBenchSuite(_LiveSuite):
         return sites
 
 
+class TaskPoolSuite(_LiveSuite):
+    """A pool of live tasks a user writes or generates: one JSON object a line with
+    `start_url`, `goal`, and optionally `id`, `reference_answer`, `site`, `category`
+    (rmsweb/suites/task_pool.py; example: rmsweb/suites/data/task_pool/). Split by the
+    same task-id hash as the benchmarks. A pool has no benchmark of its own, so no judge
+    of its own: `judge.protocol` names one (default webvoyager, which reads the answer)."""
+
+    kind: Literal["task_pool"] = "task_pool"
+    tasks_file: str = Field(  # type: ignore[assignment]
+        ..., description="The pool's task file (JSON lines), relative to the project root."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pool_judge(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            judge = data.get("judge")
+            if judge is None:
+                data = {**data, "judge": {"protocol": "webvoyager"}}
+            elif isinstance(judge, dict) and "protocol" not in judge:
+                data = {**data, "judge": {**judge, "protocol": "webvoyager"}}
+        return data
+
+    @model_validator(mode="after")
+    def _named_protocol(self) -> TaskPoolSuite:
+        if self.judge.protocol == "suite":
+            raise SpecFieldError(
+                "judge.protocol",
+                "a task pool is no benchmark and has no judge of its own. Fix: name one "
+                "(webvoyager, webjudge or webtailbench).",
+            )
+        return self
+
+
+LiveSuiteSpec = Annotated[
+    WebVoyagerSuite | OnlineMind2WebSuite | WebTailBenchSuite | TaskPoolSuite,
+    Field(discriminator="kind"),
+]
+
 SuiteSpec = Annotated[
-    MiniWoBSuite | WebVoyagerSuite | OnlineMind2WebSuite | WebTailBenchSuite,
+    MiniWoBSuite | WebVoyagerSuite | OnlineMind2WebSuite | WebTailBenchSuite | TaskPoolSuite,
     Field(discriminator="kind"),
 ]

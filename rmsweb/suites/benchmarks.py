@@ -13,6 +13,7 @@ from typing import Any
 
 from rmsweb.suites.live import LiveSuite, LiveTaskInfo, select
 from rmsweb.suites.online_mind2web import load_online_mind2web
+from rmsweb.suites.task_pool import load_task_pool
 from rmsweb.suites.webtailbench import load_webtailbench
 from rmsweb.suites.webvoyager import load_webvoyager
 
@@ -39,6 +40,10 @@ BENCHMARKS: dict[str, Benchmark] = {
         "webtailbench", "WebTailBench (609 tasks, 11 categories)", "category", "webtailbench",
         load_webtailbench,
     ),
+    "task_pool": Benchmark(
+        "task_pool", "Task pool (your live tasks; default: the bundled example)", "site",
+        "webvoyager", load_task_pool,
+    ),
 }  # fmt: skip
 
 
@@ -54,6 +59,9 @@ def load_tasks(spec: Any) -> list[LiveTaskInfo]:
     elif kind == "webtailbench":
         tasks = load_webtailbench(spec.tasks_file, start_url=spec.start_url)
         categories = spec.categories
+    elif kind == "task_pool":
+        tasks = load_task_pool(spec.tasks_file)
+        categories = ()
     else:
         raise ValueError(f"not a live suite kind: {kind!r}")
     return select(tasks, benchmark=kind, sites=spec.sites, categories=categories, limit=spec.limit)

@@ -15,8 +15,16 @@ from rmsweb.suites.factory import LIVE_SUITES, SUITE_KINDS, check_suite_name
 
 
 def _default_live_spec(kind: str) -> Any:
-    from rmsweb.spec.suite import OnlineMind2WebSuite, WebTailBenchSuite, WebVoyagerSuite
+    from rmsweb.spec.suite import (
+        OnlineMind2WebSuite,
+        TaskPoolSuite,
+        WebTailBenchSuite,
+        WebVoyagerSuite,
+    )
+    from rmsweb.suites.task_pool import EXAMPLE_POOL
 
+    if kind == "task_pool":  # no bundled benchmark: the documented example pool
+        return TaskPoolSuite(tasks_file=str(EXAMPLE_POOL))
     classes = {
         "webvoyager": WebVoyagerSuite,
         "online_mind2web": OnlineMind2WebSuite,

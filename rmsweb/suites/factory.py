@@ -14,9 +14,10 @@ from rmsweb.errors import UserError
 if TYPE_CHECKING:
     from rmsweb.suites.base import Suite
 
-# Every suite kind the spec knows: MiniWoB offline, the others live (judged by an LLM).
-SUITE_KINDS = ("miniwob", "webvoyager", "online_mind2web", "webtailbench")
-LIVE_SUITES = ("webvoyager", "online_mind2web", "webtailbench")
+# Every suite kind the spec knows: MiniWoB offline, the others live (judged by an LLM):
+# the three benchmarks, and a task pool of the user's own live tasks (suites/task_pool.py).
+SUITE_KINDS = ("miniwob", "webvoyager", "online_mind2web", "webtailbench", "task_pool")
+LIVE_SUITES = ("webvoyager", "online_mind2web", "webtailbench", "task_pool")
 
 
 def check_suite_name(name: str) -> str:

@@ -167,6 +167,48 @@ def write_tasks_file(path: Path = TASKS_FILE, origin: str = ORIGIN) -> Path:
     return path
 
 
+# The rehearsal's training pool and its two evaluation suites: disjoint task pools on
+# the site (task-pool layout, rmsweb/suites/task_pool.py), by index into site_tasks():
+# the pool trains on prices, stock and shop facts; "shopa" asks prices and stock of
+# other products, "shopb" other shop facts.
+POOLS: dict[str, tuple[int, ...]] = {
+    "train": (0, 1, 2, 3, 6, 7, 10, 11),
+    "shopa": (4, 5, 8, 9),
+    "shopb": (12, 13),
+}
+
+
+def pool_file(name: str) -> Path:
+    return TASKS_FILE.parent / f"pool-{name}.jsonl"
+
+
+def pool_jsonl(name: str, origin: str = ORIGIN) -> str:
+    """A pool's task file: start_url, goal, reference_answer, and the site's task id."""
+    tasks = site_tasks()
+    return "".join(
+        json.dumps(
+            {
+                "id": tasks[i].id,
+                "start_url": f"{origin}/index.html",
+                "goal": tasks[i].question,
+                "reference_answer": tasks[i].answer,
+                "site": SITE_NAME,
+            }
+        )
+        + "\n"
+        for i in POOLS[name]
+    )
+
+
+def write_pool_files(origin: str = ORIGIN) -> list[Path]:
+    out = []
+    for name in POOLS:
+        path = pool_file(name)
+        path.write_text(pool_jsonl(name, origin), encoding="utf-8")
+        out.append(path)
+    return out
+
+
 # --------------------------------------------------------------------------- oracle
 
 _LINE = re.compile(r'^\s*\[(\w+)\]\s+(\w+)\s+"([^"]*)"', re.M)

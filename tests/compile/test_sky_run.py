@@ -81,7 +81,9 @@ def node(tmp_path: Path) -> dict[str, str]:
 
 # paper-8b judges with hosted o4-mini; these tests want its judge served on the node too
 # (the teacher's model on the teacher's server), so the server runs around mine and eval.
+# eval.suites null: the policies are evaluated on the training suite, by its served judge.
 SERVED_JUDGE = [
+    "eval.suites=null",
     "suite.judge.model=Qwen/Qwen3-VL-32B-Instruct",
     "suite.judge.serve={tensor_parallel_size: 8, gpu_memory_utilization: 0.4, "
     "max_model_len: 32768, extra_args: [--limit-mm-per-prompt, '{\"image\": 16}']}",
