@@ -10,6 +10,11 @@ mount: object-store mounts refuse directory renames) and its files copied into
 checkpoint-<step>/, with an empty COMPLETE file copied last. Only folders holding
 COMPLETE count, so a kill mid-copy leaves the previous one as the last complete
 checkpoint; all but the last two are deleted. No rename happens inside work_dir.
+
+A sharded model (compute.sharding fsdp, train/sharding.py) checkpoints the same files: the
+trainable weights gathered whole under their usual names, so the adapters load into an
+unsharded model, and the optimizer state gathered whole keyed by parameter name
+("optimizer_full"); every rank gathers (`sharded_state`), rank 0 writes, every rank loads.
 """
 
 from __future__ import annotations
@@ -42,9 +47,28 @@ def checkpoints(work_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
 
 
+def sharded_state(model: Any, optimizer: Any) -> dict[str, Any]:
+    """What a sharded model's checkpoint holds, gathered whole (every rank must call it):
+    the `weights` and `optimizer_full` arguments of save_checkpoint."""
+    from rmsweb.train import sharding
+
+    return {
+        "weights": sharding.full_trainable(model),
+        "optimizer_full": sharding.optimizer_state(model, optimizer),
+    }
+
+
 def save_checkpoint(
-    work_dir: Path, step: int, model: Any, optimizer: Any, logs: dict[str, Any]
+    work_dir: Path,
+    step: int,
+    model: Any,
+    optimizer: Any,
+    logs: dict[str, Any],
+    weights: dict[str, Any] | None = None,
+    optimizer_full: dict[str, Any] | None = None,
 ) -> Path:
+    """Write checkpoint-<step>; `weights` / `optimizer_full`: a sharded model's state
+    gathered by `sharded_state` (None: read from the unsharded model and optimizer)."""
     import torch
     from safetensors.torch import save_file
 
@@ -53,13 +77,20 @@ def save_checkpoint(
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"rmsweb-checkpoint-{step}-", dir=root) as staged:
         tmp = Path(staged)
-        weights = {
-            n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad
-        }
+        if weights is None:
+            weights = {
+                n: p.detach().cpu().contiguous()
+                for n, p in model.named_parameters()
+                if p.requires_grad
+            }
         save_file(weights, str(tmp / FILES[0]))
         state = {
             "step": step,
-            "optimizer": optimizer.state_dict(),
+            **(
+                {"optimizer_full": optimizer_full}
+                if optimizer_full is not None
+                else {"optimizer": optimizer.state_dict()}
+            ),
             "rng_torch": torch.get_rng_state(),
             "rng_python": random.getstate(),
             "logs": logs,
@@ -85,6 +116,8 @@ def load_checkpoint(work_dir: Path, model: Any, optimizer: Any) -> tuple[int, di
     import torch
     from safetensors.torch import load_file
 
+    from rmsweb.train import sharding
+
     found = checkpoints(work_dir)
     if not found:
         return 0, {}
@@ -98,12 +131,18 @@ def load_checkpoint(work_dir: Path, model: Any, optimizer: Any) -> tuple[int, di
             f"{last} does not match this model (missing {missing[:3]}, unexpected "
             f"{unexpected[:3]}); delete {work_dir} to start the run afresh."
         )
-    with torch.no_grad():
-        for n, w in weights.items():
-            params[n].copy_(w)
+    sharding.load_trainable(model, weights)  # whole tensors; a sharded model keeps its shard
     # Our own file (optimizer state, RNG tuples, log dicts): not a weights-only pickle.
     state = torch.load(last / "trainer_state.pt", weights_only=False)
-    optimizer.load_state_dict(state["optimizer"])
+    if "optimizer_full" in state:  # written from a sharded model: keyed by parameter name
+        sharding.load_optimizer_state(model, optimizer, state["optimizer_full"])
+    elif sharding.is_sharded(model):
+        raise ValueError(
+            f"{last} was written by an unsharded run (compute.sharding none); this run shards "
+            f"the model. Set compute.sharding none, or delete {work_dir} to start afresh."
+        )
+    else:
+        optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["rng_torch"])
     random.setstate(state["rng_python"])
     if "rng_cuda" in state and torch.cuda.is_available():

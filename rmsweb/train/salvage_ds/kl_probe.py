@@ -151,7 +151,9 @@ def probe_policy(trainer: Any) -> dict[str, float]:
         k = position.get(idx[0], 0)
         torch.manual_seed(derived_seed(h.seed, "kl-sample", *((k,) if k else ())))
         trainer.model.eval()
-        with torch.inference_mode():
+        from rmsweb.train.sharding import gathered
+
+        with gathered(trainer.model), torch.inference_mode():  # fsdp: no collective inside
             seqs = trainer.model.generate(
                 **batch,
                 max_new_tokens=h.max_new_tokens,

@@ -199,6 +199,25 @@ def load_inputs(spec: Any, sft_model: Path, mine_dir: Path, seed: int) -> tuple[
     return loaded, states, hyper_from_spec(rl, m, seed)
 
 
+def stage_sharding(spec: Any) -> str:
+    """compute.sharding for this stage (null: `rmsweb plan` decides, models/plan.py)."""
+    from rmsweb.models.plan import resolved_sharding
+
+    sharding = resolved_sharding(spec)
+    if sharding == "fsdp" and spec.rl.kind == "continued_sft":
+        raise UserError(
+            "rl.kind continued_sft does not shard its steps over the ranks: compute.sharding "
+            "fsdp would count each step's gradient once per rank. Set compute.sharding none."
+        )
+    if sharding == "fsdp" and spec.rl.sampler.kind == "vllm":
+        raise UserError(
+            "rl.sampler vllm with compute.sharding fsdp is not supported yet (the engine "
+            "would need the gathered adapters each step). Set rl.sampler {kind: hf}: sampling "
+            "then gathers the sharded model for HF generate."
+        )
+    return sharding
+
+
 def main(io: StageIO) -> None:
     from rmsweb.train.salvage_ds import ranks
 
@@ -209,6 +228,7 @@ def main(io: StageIO) -> None:
     dtype = model_dtype(m)
     loaded, states, hyper = load_inputs(spec, sft_model, io.input("mine"), io.train_seed)
     lora = lora_kwargs(m.lora)
+    sharding = stage_sharding(spec)
     work_dir = checkpoint_dir(io.spec, "rl", io.out / "checkpoints", inputs=io.inputs, seed=io.seed)
     io.out.mkdir(parents=True, exist_ok=True)
     from rmsweb.train.live_log import open_live, rl_logger
@@ -225,6 +245,7 @@ def main(io: StageIO) -> None:
         is_vl=loaded.is_vl,
         lora=lora,
         on_step=rl_logger(live) if live is not None else None,
+        sharding=sharding,
     )
     if rl.kind != "continued_sft":  # rl.sampler vllm: sampling through vLLM on the SFT model
         from rmsweb.train.salvage_ds.vllm_sampler import build_sampler
@@ -237,10 +258,23 @@ def main(io: StageIO) -> None:
         trainer.sampler.close()
     if live is not None:
         live.end()
+    from rmsweb.models.load import load_model
+
+    # Every rank (fsdp gathers the weights); rank 0 gets the merged, unsharded model.
+    model = trainer.final_model(
+        base=lambda: (
+            load_model(
+                sft_model,
+                dtype=dtype,
+                device="cpu",
+                trust_remote_code=getattr(m, "trust_remote_code", False),
+            ).model
+        )
+    )
     if not ranks.is_writer():  # rank 0 writes the stage's outputs
         return
     final = io.out / "model"
-    trainer.final_model().save_pretrained(final)
+    model.save_pretrained(final)
     loaded.processor.save_pretrained(final)
     write_groups(io.out, result.groups)
     write_curves(io.plot_path("curves.csv"), result.curve)

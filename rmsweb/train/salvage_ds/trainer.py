@@ -46,6 +46,9 @@ states and the logs so far; a run killed at any point resumes from the last chec
 and reproduces the same following losses. Under torchrun sampling is done once, each chunk
 by one rank, and gathered; each rank backpropagates its share of the sequences and the
 gradients are summed; every collective runs on every rank (ranks.py); rank 0 writes.
+With sharding "fsdp" (compute.sharding) the model, LoRA adapters included, is sharded over
+the ranks by FSDP2 (train/sharding.py): generation runs on the whole model gathered once,
+the gradients are summed by FSDP's reduce-scatter, and checkpoints hold whole tensors.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from rmsweb.env.actions import format_action
+from rmsweb.train import sharding as fsdp
 from rmsweb.train.salvage_ds import ranks
 from rmsweb.train.salvage_ds.batch import (
     EncodedPrompt,
@@ -71,7 +75,7 @@ from rmsweb.train.salvage_ds.batch import (
     cut_at_stop,
     encode_prompt,
 )
-from rmsweb.train.salvage_ds.checkpoint import load_checkpoint, save_checkpoint
+from rmsweb.train.salvage_ds.checkpoint import load_checkpoint, save_checkpoint, sharded_state
 from rmsweb.train.salvage_ds.gate import REASONS, GateDecision, GroupStats, gate, group_stats
 from rmsweb.train.salvage_ds.kl_probe import probe_policy
 from rmsweb.train.salvage_ds.memory import update_checkpointing
@@ -256,6 +260,7 @@ class SalvageDSTrainer:
         is_vl: bool = False,
         lora: dict[str, Any] | None = None,
         on_step: Callable[[dict[str, Any]], None] | None = None,
+        sharding: str = "none",
     ) -> None:
         import torch
 
@@ -286,6 +291,12 @@ class SalvageDSTrainer:
                 p.requires_grad_(False)
         if hyper.freeze_embeddings:
             freeze_embeddings(self.model)
+        self.lora = dict(lora) if lora else None
+        self.sharded = fsdp.check(sharding) == "fsdp"
+        if self.sharded:  # FSDP2 over every rank (train/sharding.py); names unchanged
+            fsdp.shard(self.model)
+            if self.ref_model is not None:
+                fsdp.shard(self.ref_model)
         self.params = trainable(self.model)
         self.optimizer = adamw(
             self.params,
@@ -373,7 +384,8 @@ class SalvageDSTrainer:
             batch = self.collate(prompts[first : first + chunk])
             batch.pop("n_completion")
             torch.manual_seed(derived_seed(self.h.seed, "generate", step, round_, c or 0))
-            with torch.inference_mode():
+            # fsdp: the whole model gathered once; generate then runs no collective.
+            with fsdp.gathered(self.model), torch.inference_mode():
                 seqs = self.model.generate(
                     **batch,
                     max_new_tokens=self.h.max_new_tokens,
@@ -483,7 +495,8 @@ class SalvageDSTrainer:
         with update_checkpointing(self.model, self.h.gradient_checkpointing):
             pg = self._pg_backward(pg_groups)
             anchor = self._anchor_backward(anchor_groups)
-        ranks.sum_gradients(self.params)  # each rank did its share: the sum is the step's
+        if not self.sharded:  # fsdp: its reduce-scatter summed them (sharding.py)
+            ranks.sum_gradients(self.params)  # each rank did its share: the sum is the step's
         weight = self.h.algorithm.anchor_weight
         nan = math.nan
         return StepLosses(
@@ -636,7 +649,7 @@ class SalvageDSTrainer:
         grad_norm = math.nan
         lr = self.learning_rate(step)
         if updated:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, h.max_grad_norm))
+            grad_norm = fsdp.clip_grad_norm(self.params, h.max_grad_norm)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             self.optimizer.step()
@@ -733,16 +746,30 @@ class SalvageDSTrainer:
             train_s=self.train_s,
         )
 
-    def final_model(self) -> Any:
-        """The trained network as a plain model (LoRA adapters merged in)."""
-        if self.is_peft:
-            return self.model.merge_and_unload()
-        return self.model
+    def final_model(self, base: Callable[[], Any] | None = None) -> Any:
+        """The trained network as a plain model (LoRA adapters merged in).
+
+        Sharded (fsdp): every rank must call it (the weights are gathered); `base` loads
+        the start model unsharded (on CPU), rank 0 puts the trained weights into it and
+        returns it; the other ranks return None.
+        """
+        if not self.sharded:
+            if self.is_peft:
+                return self.model.merge_and_unload()
+            return self.model
+        weights = fsdp.full_trainable(self.model)
+        if not ranks.is_writer():
+            return None
+        if base is None:
+            raise ValueError("a sharded trainer needs `base` to build its final model")
+        return unsharded_model(base(), weights, self.lora, self.h.seed)
 
     # ------------------------------------------------------------------ checkpoints
 
     def save_checkpoint(self) -> Path | None:
-        """checkpoint-<step> in work_dir (see checkpoint.py); rank 0 only."""
+        """checkpoint-<step> in work_dir (see checkpoint.py); rank 0 writes (sharded:
+        every rank gathers the whole weights and optimizer state first)."""
+        gathered = sharded_state(self.model, self.optimizer) if self.sharded else {}
         if not ranks.is_writer():
             return None
         logs = {
@@ -751,7 +778,9 @@ class SalvageDSTrainer:
             "generate_s": self.generate_s,
             "train_s": self.train_s,
         }
-        return save_checkpoint(self.work_dir, self.step, self.model, self.optimizer, logs)
+        return save_checkpoint(
+            self.work_dir, self.step, self.model, self.optimizer, logs, **gathered
+        )
 
     def resume(self) -> int:
         """Continue from the last complete checkpoint in work_dir, if any; returns its step."""
@@ -763,3 +792,19 @@ class SalvageDSTrainer:
             self.generate_s = float(logs["generate_s"])
             self.train_s = float(logs["train_s"])
         return step
+
+
+def unsharded_model(
+    model: Any, weights: dict[str, Any], lora: dict[str, Any] | None, seed: int = 0
+) -> Any:
+    """`model` (the start, unsharded) with trained `weights` (whole tensors by the names a
+    trainer's model gives them), LoRA adapters merged in: what evaluation loads."""
+    import torch
+
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        torch.manual_seed(derived_seed(seed, "lora"))
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **lora))
+    fsdp.load_trainable(model, weights)
+    return model.merge_and_unload() if lora else model
