@@ -45,8 +45,8 @@ async def _run(io: StageIO, policy_spec: Any, run: str) -> dict[str, float]:
     ev, _ = spec.eval.resolve(io.policy)
     suite_spec, _, splits = _target(spec, io.policy)
     runner = build_runner(suite_spec, run=run, stage="eval")
-    if ev is not None:
-        runner.suite.as_evaluation(ev.name, whole=ev.split == "all")
+    if ev is not None and ev.split == "all":
+        runner.suite.hold_out_all()
     plan = split_plan(runner.suite, splits, spec.eval.seeds_per_task)
     prices = getattr(policy_spec, "prices", None)  # expert and random cost nothing
     walls: dict[str, float] = {}
@@ -125,7 +125,7 @@ def main(io: StageIO) -> None:
             mine,
             run=run,
             policy=policy_spec.name,
-            suite=suite_spec.kind if ev is None else ev.name,
+            suite=suite_spec.kind,
             split=split,
             wall_s=walls.get(split, 0.0),
         )

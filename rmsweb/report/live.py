@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from rmsweb.report.document import Para, Section, Table
+from rmsweb.report.headline import headline_section
 from rmsweb.report.queries import fetch
 from rmsweb.report.tables import ci, num, pct
 from rmsweb.store.stats import wilson_interval
@@ -53,6 +54,7 @@ WITH j AS (
     GROUP BY run, episode_id
 )
 SELECT e.run, e.suite, e.split, coalesce(e.category, '?') AS category,
+       min(e.policy) AS policy,
        count(*) AS n,
        count(*) FILTER (WHERE e.success AND e.error IS NULL) AS successes,
        count(*) FILTER (WHERE e.error IS NOT NULL) AS env_errors,
@@ -97,6 +99,7 @@ class LiveCell:
     judge_usd: float
     judge_retries: int  # replies the judge client asked again (empty or unreadable)
     judges: str  # "protocol / model" of the judge calls, "; "-separated ("" when none)
+    policy: str = ""  # the evaluated policy's name (one per run)
 
     @property
     def label(self) -> str:
@@ -135,7 +138,7 @@ def summarize(cells: Iterable[LiveCell]) -> list[LiveCell]:
             continue
         for f in fields(LiveCell):
             value = getattr(c, f.name)
-            if isinstance(value, int | float) and f.name != "category":
+            if isinstance(value, int | float) and not isinstance(value, bool):
                 setattr(t, f.name, (getattr(t, f.name) or 0) + value)
         t.judges = "; ".join(sorted({*_judges(t.judges), *_judges(c.judges)}))
     return list(totals.values())
@@ -193,6 +196,7 @@ def live_sections(rep: Any, cells: list[LiveCell]) -> list[Section]:
     if not cells:
         return []
     overall = summarize(cells)
+    headline = headline_section(rep, overall, comparable_with)
     lines = []
     for t in overall:
         lo, hi = wilson_interval(t.successes, t.n)
@@ -293,4 +297,4 @@ def live_sections(rep: Any, cells: list[LiveCell]) -> list[Section]:
             ),
         ],
     )
-    return [sec]
+    return [*([headline] if headline is not None else []), sec]

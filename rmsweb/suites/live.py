@@ -174,13 +174,12 @@ class LiveSuite:
         self._split = {t.id: split_of(t.id, test_fraction, val_fraction) for t in tasks}
         self._seeds = list(seeds)
 
-    def as_evaluation(self, name: str, *, whole: bool) -> LiveSuite:
-        """This suite as an evaluation benchmark (a spec's `eval.suites` entry): episodes
-        carry `name` as their suite, and with `whole` every task is test (the benchmark's
-        full test set: the policies trained on another suite)."""
-        self.name = name
-        if whole:
-            self._split = dict.fromkeys(self._tasks, "test")
+    def hold_out_all(self) -> LiveSuite:
+        """Every task is test: the benchmark's full test set, for a spec's `eval.suites`
+        entry with `split: all` (the policies trained on another suite). Episodes keep the
+        suite kind as their suite; the evaluation suite's name is in the run's name
+        (eval/<experiment>/<suite>-<policy>/s<seed>)."""
+        self._split = dict.fromkeys(self._tasks, "test")
         return self
 
     def info(self, task_id: str) -> LiveTaskInfo:

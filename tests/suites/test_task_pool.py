@@ -145,8 +145,10 @@ def test_split_all_evaluates_every_task_and_test_only_its_split() -> None:
     spec = load_experiment(ROOT / "experiments" / "paper-8b-rehearsal.yaml")
     assert not eval_overlaps(spec)[0]
     ev = spec.eval.suites[0]
-    suite = build_live_suite(ev.suite).as_evaluation(ev.name, whole=True)
-    assert suite.name == "shopa" and suite.task_ids("test") == suite.task_ids()
+    suite = build_live_suite(ev.suite)
+    assert suite.task_ids("test") != suite.task_ids()  # its own hash split leaves train
+    suite.hold_out_all()
+    assert suite.name == "task_pool" and suite.task_ids("test") == suite.task_ids()
 
 
 def test_training_on_webvoyager_and_evaluating_on_it_is_refused_at_the_line() -> None:
