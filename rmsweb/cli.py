@@ -154,6 +154,10 @@ def plan(
                 typer.echo(f"{spec.name}: CPU only (compute.accelerators unset): no GPU plan")
                 continue
             units = _suite_units(spec.suite)
+            if units is not None and spec.eval.suites:  # each evaluation benchmark's tasks
+                from rmsweb.suites.overlap import evaluated_tasks
+
+                units.update({f"eval:{e.name}": len(evaluated_tasks(e)) for e in spec.eval.suites})
             result = make_plan(spec, mfu=mfu, usd_per_gpu_hour=usd_per_gpu_hour, units=units)
             typer.echo(render(result))
             if result.problems:

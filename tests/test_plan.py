@@ -219,10 +219,11 @@ def test_kl_probe_memory_is_one_micro_batch_and_in_the_peak() -> None:
 
 
 def test_plan_prices_every_stage_and_warns_about_checkpoint_gaps() -> None:
-    units = {"train": 267, "val": 0, "test": 274}
+    units = {"train": 267, "val": 0, "test": 274, **EVAL_UNITS}
     p = P.plan(_spec("paper-8b.yaml"), units=units)
     names = [s.stage for s in p.stages]
-    assert names[:5] == ["collect", "sft", "mine", "rl", "eval sft"] and "eval rl" in names
+    assert names[:5] == ["collect", "sft", "mine", "rl", "eval sft on webvoyager"]
+    assert "eval rl on webtailbench" in names
     assert p.total_hours == pytest.approx(sum(s.hours for s in p.stages))
     assert all(s.hours > 0 and s.usd > 0 for s in p.stages if s.stage != "eval/mine (vllm)")
     assert any(w.startswith("sft: the plan puts") for w in p.warnings)  # save_steps 500
@@ -234,6 +235,39 @@ def test_plan_prices_every_stage_and_warns_about_checkpoint_gaps() -> None:
     assert f"{-(-3 * samples // 256)} steps" in " ".join(sft.notes)
     text = P.render(p)
     assert "total:" in text and "source of MFU sft" in text and "llm-foundry" in text
+
+
+EVAL_UNITS = {"eval:webvoyager": 595, "eval:om2w": 300, "eval:webtailbench": 609}
+
+
+def test_plan_prices_each_evaluation_benchmark_by_its_steps_and_judge() -> None:
+    p = P.plan(_spec("paper-8b.yaml"), units={"train": 36, **EVAL_UNITS})
+    by = {s.stage: s for s in p.stages}
+    for policy in ("sft", "rl"):
+        for bench, n, steps in (
+            ("webvoyager", 595, 15),
+            ("om2w", 300, 30),
+            ("webtailbench", 609, 30),
+        ):
+            stage = by[f"eval {policy} on {bench}"]
+            notes = " ".join(stage.notes)
+            assert f"{n * steps:,} model calls ({n} episodes)" in notes, notes
+            assert "judge o4-mini:" in notes and stage.usd > 0
+    # WebVoyager's judge sees its last 15 screenshots: fewer judge tokens a task than the
+    # 30-step benchmarks' (all their screenshots)
+    wv, wtb = by["eval sft on webvoyager"], by["eval sft on webtailbench"]
+    assert wv.usd < wtb.usd
+    # without eval.suites the training suite's test split is priced, as before
+    plain = P.plan(_spec("paper-8b.yaml", "eval.suites=null"), units={"train": 36, "test": 4})
+    assert [s.stage for s in plain.stages if s.stage.startswith("eval ")] == ["eval sft", "eval rl"]
+
+
+def test_plan_command_counts_each_benchmarks_tasks() -> None:
+    result = CliRunner().invoke(app, ["plan", str(ROOT / "experiments" / "paper-8b.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "eval rl on om2w: (fits)" in result.output
+    assert "9,000 model calls (300 episodes)" in result.output  # Online-Mind2Web whole
+    assert "8,925 model calls (595 episodes)" in result.output  # WebVoyager, cleaned
 
 
 def test_validate_warns_when_checkpoints_are_far_apart() -> None:

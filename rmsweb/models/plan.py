@@ -398,11 +398,18 @@ def plan(
     served = dict(spec.served_endpoints()) if hasattr(spec, "served_endpoints") else {}
 
     def rollout_stage(
-        name: str, calls: int, episodes: int, engine: tuple[ModelDims, int] | None, note: str
+        name: str,
+        calls: int,
+        episodes: int,
+        engine: tuple[ModelDims, int] | None,
+        note: str,
+        judged_by: tuple[Any, int] | None = None,
     ) -> StagePlan:
         """`calls` model calls of `prompt` + `new` tokens on a vLLM engine (dims, tensor
         parallel) with `contexts` in flight, or the browser's pace, whichever is slower;
-        a hosted judge's tokens priced per episode."""
+        a hosted judge's tokens priced per episode (`judged_by`: an evaluation suite's
+        (judge, max_steps) in place of the training suite's)."""
+        judge_, steps_ = judged_by if judged_by is not None else (judge, suite.max_steps)
         stage = StagePlan(name, {}, 0.0)
         gpu_s = 0.0
         if engine is not None:
@@ -424,14 +431,14 @@ def plan(
             f"browser {env_s / 3600:.1f} h at {ENV_STEP_S:.0f} s a step over {contexts} "
             f"contexts; {note}"
         )
-        if judge is not None and getattr(judge, "prices", None) is not None:
-            k = getattr(judge, "last_k_screenshots", None) or suite.max_steps
+        if judge_ is not None and getattr(judge_, "prices", None) is not None:
+            k = getattr(judge_, "last_k_screenshots", None) or steps_
             judge_in = episodes * (k * max(img, 1000) + 4000)  # screenshots + task and trace
-            judge_usd = judge.prices.cost_usd(judge_in, episodes * 1000)
+            judge_usd = judge_.prices.cost_usd(judge_in, episodes * 1000)
             if judge_usd:
                 stage.usd += judge_usd
                 stage.notes.append(
-                    f"judge {judge.model}: ~{judge_in / 1e6:,.0f} M input tokens, "
+                    f"judge {judge_.model}: ~{judge_in / 1e6:,.0f} M input tokens, "
                     f"${judge_usd:,.0f} at its prices"
                 )
         return stage
@@ -756,6 +763,23 @@ def plan(
     # ------------------------------------------------------------------ eval
     if units is not None:
         for policy in spec.eval.policies:
+            engine = policy_engine if getattr(policy, "kind", "") == "checkpoint" else None
+            # eval.suites: each benchmark by its own step limit and judge; `units` holds
+            # its tasks as "eval:<name>" (the caller counts them, rmsweb/suites/overlap.py)
+            for ev in getattr(spec.eval, "suites", None) or []:
+                n = units.get(f"eval:{ev.name}", 0)
+                out.stages.append(
+                    rollout_stage(
+                        f"eval {policy.name} on {ev.name}",
+                        n * ev.suite.max_steps,
+                        n,
+                        engine,
+                        f"{ev.name}: {n} tasks, {ev.suite.max_steps} steps each at most",
+                        judged_by=(ev.suite.judge, ev.suite.max_steps),
+                    )
+                )
+            if getattr(spec.eval, "suites", None):
+                continue
             splits = getattr(policy, "splits", None) or spec.eval.splits
             episodes = sum(units.get(split, 0) for split in splits)
             out.stages.append(

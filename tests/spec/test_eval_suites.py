@@ -94,3 +94,16 @@ def test_bad_eval_suites_are_refused_at_the_key(override: str, key: str, words: 
 def test_a_task_pool_judges_with_webvoyager_unless_told() -> None:
     spec = load_experiment(EXPERIMENTS / "paper-8b.yaml", ["suite.judge={model: m}"])
     assert spec.suite.judge.protocol == "webvoyager"
+
+
+def test_report_compare_joins_8b_and_32b_evaluations() -> None:
+    """The headline table of several specs: 8B's report takes 32B's eval runs as inputs."""
+    from rmsweb.compile.graph import plan_project
+
+    eight = load_experiment(EXPERIMENTS / "paper-8b.yaml", ["report.compare=[paper-32b]"])
+    big = load_experiment(EXPERIMENTS / "paper-32b.yaml", ["report.compare=[]"])
+    stages = plan_project([eight, big])
+    report = next(s for s in stages if s.kind == "report" and s.owner == "paper-8b")
+    evals = sorted(r for r in report.upstream if "eval-" in r)
+    assert "paper-32b.eval-webtailbench-rl-s0" in evals and "eval-webvoyager-sft-s0" in evals
+    assert len(evals) == 12  # 3 benchmarks x (sft, rl) x (8B, 32B)
