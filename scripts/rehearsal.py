@@ -324,6 +324,52 @@ def port_free(port: int) -> bool:
     return True
 
 
+REPORT_MD = "runs/report/paper-8b-rehearsal/report.md"
+REPORT_METRICS = "metrics/report/paper-8b-rehearsal.json"
+
+
+def check_table(root: Path = ROOT) -> list[str]:
+    """What is wrong with the report's headline table (empty: nothing): a row per evaluated
+    policy, a column per evaluation suite of the spec, each cell a success with its
+    interval and judge failures apart, and each column judged by its own judge."""
+    from rmsweb.spec import load_experiment
+
+    spec = load_experiment(root / SPEC)
+    md_path, metrics_path = root / REPORT_MD, root / REPORT_METRICS
+    if not md_path.is_file() or not metrics_path.is_file():
+        return [f"no report: {md_path} / {metrics_path} missing"]
+    md = md_path.read_text(encoding="utf-8")
+    metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    problems = []
+    if "## Headline: success per benchmark" not in md:
+        return ["the report has no headline table"]
+    table = md[md.index("## Headline") :].split("\n\n")[1].splitlines()
+    suites = [ev.name for ev in spec.eval.suites or []]
+    want = "| Policy | " + " | ".join(
+        f"{b}: success [95% CI] | {b}: judge failures" for b in suites
+    )
+    if not table or not table[0].startswith(want):
+        problems.append(f"headline header {table[:1]} is not {want!r}")
+    rows = [r for r in table[2:] if r.startswith("| ")]
+    if [r.split(" | ")[0][2:] for r in rows] != [p.name for p in spec.eval.policies]:
+        problems.append(f"headline rows {rows} are not the policies")
+    for row in rows:
+        for cell in row.strip("| ").split(" | ")[1::2]:
+            if not re.fullmatch(r"\d+\.\d% \[\d+\.\d, \d+\.\d\]", cell):
+                problems.append(f"cell {cell!r} of {row!r} is not a success with its interval")
+    for ev in spec.eval.suites or []:
+        for p in spec.eval.policies:
+            key = f"headline/{spec.name}/{p.name}/s0/{ev.name}"
+            if metrics.get(f"{key}/n") is None:
+                problems.append(f"no {key}/n in {metrics_path.name}")
+        judge = f"{ev.suite.judge.protocol} / {ev.suite.judge.model}"
+        if not re.search(rf"^{ev.name} \(task pool\): .*Judge: {re.escape(judge)}:", md, re.M):
+            problems.append(f"{ev.name}'s caveat does not name its judge {judge}")
+    if not problems:
+        print("rehearsal: headline table\n" + "\n".join(table))
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--target", default=TARGET, help="DVC stage to reproduce (with its upstream).")
@@ -379,6 +425,11 @@ def main(argv: list[str] | None = None) -> int:
         calls = ", ".join(f"{k} {v}" for k, v in sorted(endpoint.calls.items())) or "none"
         print(f"rehearsal: exit {code} in {time.perf_counter() - start:.0f} s; "
               f"endpoint calls: {calls}")  # fmt: skip
+    if code == 0 and args.target == TARGET:
+        problems = check_table()
+        for problem in problems:
+            print(f"rehearsal: table: {problem}", file=sys.stderr)
+        code = 1 if problems else 0
     return code
 
 

@@ -234,3 +234,53 @@ def test_sft_rows_with_a_system_prompt_and_a_screenshot_make_a_dataset() -> None
     assert len(Dataset.from_list([_row(sample, True)])) == 1
     with pytest.raises(Exception, match="cannot mix list and non-list"):  # control: as it was
         Dataset.from_list([{"prompt": messages}])
+
+
+def _table_report(tmp_path: Path, judge_b: str) -> Path:
+    """A report of the rehearsal's shape at tmp_path: its headline table from LiveCells."""
+    import json
+    import shutil
+
+    from rmsweb.report.document import Document, to_markdown
+    from rmsweb.report.headline import headline_section
+    from rmsweb.report.live import LiveCell, comparable_with
+
+    (tmp_path / "experiments").mkdir()
+    for name in ("paper-8b.yaml", "paper-8b-rehearsal.yaml"):
+        shutil.copy(ROOT / "experiments" / name, tmp_path / "experiments")
+    cells = []
+    for bench, judge in (("shopa", "rehearsal-judge"), ("shopb", judge_b)):
+        for policy in ("sft", "rl"):
+            cells.append(
+                LiveCell(
+                    f"eval/paper-8b-rehearsal/{bench}-{policy}/s0", "task_pool", "test", "*",
+                    4, 1, 0, 1, 100, 10, 0.001, 3, 1000, 30, 0.002, 0,
+                    f"webjudge / {judge}", policy,
+                )
+            )  # fmt: skip
+
+    from types import SimpleNamespace
+
+    rep = SimpleNamespace(metrics={})
+    section = headline_section(rep, cells, comparable_with)
+    md = tmp_path / rehearsal.REPORT_MD
+    md.parent.mkdir(parents=True)
+    md.write_text(to_markdown(Document("r", "", [section])), encoding="utf-8")
+    metrics = tmp_path / rehearsal.REPORT_METRICS
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text(json.dumps(rep.metrics), encoding="utf-8")
+    return tmp_path
+
+
+def test_table_check_passes_on_the_rehearsals_table(tmp_path: Path) -> None:
+    root = _table_report(tmp_path, "rehearsal-judge-strict")
+    assert rehearsal.check_table(root) == []
+
+
+def test_table_check_fails_when_a_column_has_the_wrong_judge(tmp_path: Path) -> None:
+    root = _table_report(tmp_path, "rehearsal-judge")
+    assert rehearsal.check_table(root) == [
+        "shopb's caveat does not name its judge webjudge / rehearsal-judge-strict"
+    ]
+    (root / rehearsal.REPORT_MD).unlink()
+    assert "no report" in rehearsal.check_table(root)[0]
