@@ -174,3 +174,19 @@ def clip_grad_norm(params: Iterable[Any], max_norm: float) -> float:
 
     norm = torch.nn.utils.clip_grad_norm_(list(params), max_norm)
     return float(_local(norm))
+
+
+def unsharded(model: Any, weights: dict[str, Any], lora: dict[str, Any] | None) -> Any:
+    """`model` (the start, unsharded, e.g. loaded on CPU) with trained `weights` (whole
+    tensors, by the names the trained model gives them: `full_trainable`), the LoRA
+    adapters merged in: a plain model that eval and vLLM load."""
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **lora))
+    params = dict(model.named_parameters())
+    unknown = sorted(set(weights) - set(params))
+    if unknown:
+        raise ValueError(f"trained weights not in the model: {unknown[:3]}")
+    load_trainable(model, weights)
+    return model.merge_and_unload() if lora else model

@@ -117,3 +117,39 @@ def _script(trainer: Any, p_correct: list[float], exact: bool = False) -> None:
         return out
 
     trainer.generate = generate  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session")
+def sharded_vl_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Qwen3-VL folder the sharded rehearsals train (test_sharded_*.py)."""
+    from rmsweb.models.config import TinySize
+    from rmsweb.models.tiny import save_tiny_model
+
+    corpus = [
+        f'Task: click the "{w}" button\n[{i}] button "{w}"\nAction: click({i})'
+        for i, w in enumerate(["submit", "cancel", "ok", "next"] * 10)
+    ]
+    out = tmp_path_factory.mktemp("tiny_vl_sharded")
+    save_tiny_model(out, "qwen3_vl", corpus, 400, TinySize(), seed=0)
+    return out
+
+
+def sharded_torchrun(*args: Any, ok: bool = True) -> Any:
+    """Run tests/train/sharded_child.py on 2 gloo ranks (torchrun --standalone)."""
+    import os
+    import subprocess
+    import sys
+
+    child = Path(__file__).with_name("sharded_child.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    cmd += ["--standalone", str(child), *map(str, args)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    if ok:
+        assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
+@pytest.fixture(scope="session")
+def run_sharded() -> Any:
+    return sharded_torchrun

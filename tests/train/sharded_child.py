@@ -110,6 +110,116 @@ def rl(model_dir: Path, out: Path, sharding: str, steps: int, kill_at: int | Non
     )
 
 
+def accelerate_fsdp_on_cpu() -> None:
+    """accelerate 1.15 turns an FSDP plugin on only for GPU-like distributed types: on CPU
+    (MULTI_CPU, gloo) it drops it silently and the Trainer runs DDP. Here the state is set
+    to FSDP as it would be on GPUs, so accelerate's own FSDP2 preparation (fully_shard of
+    the PEFT model, FULL_STATE_DICT checkpoints, resume) runs on the gloo ranks."""
+    from accelerate.state import AcceleratorState, DistributedType
+
+    init = AcceleratorState.__init__
+
+    def patched(self, *args, fsdp_plugin=None, **kwargs):
+        init(self, *args, fsdp_plugin=fsdp_plugin, **kwargs)
+        if fsdp_plugin is not None and self.distributed_type == DistributedType.MULTI_CPU:
+            self.distributed_type = DistributedType.FSDP
+            self.fsdp_plugin = fsdp_plugin
+
+    AcceleratorState.__init__ = patched
+
+
+def sft(model_dir: Path, out: Path, sharding: str, steps: int, kill_at: int | None) -> None:
+    """The SFT stage's trainer (TRL SFTTrainer; fsdp: accelerate's FSDP2) on screenshots."""
+    if sharding == "fsdp":
+        accelerate_fsdp_on_cpu()
+    import io
+
+    from PIL import Image
+    from transformers import TrainerCallback
+
+    from rmsweb.models.load import load_model
+    from rmsweb.train.sft.samples import Sample
+    from rmsweb.train.sft.trainer import SFTHyper, train_sft
+    from rmsweb.train.sharding import is_sharded
+
+    loaded = load_model(model_dir, device="cpu")
+    samples = []
+    for k, state in enumerate(states() * 3):
+        png = io.BytesIO()
+        state.image.save(png, format="PNG")
+        action = state.references[0]
+        samples.append(
+            Sample("t", k, 0, state.messages, f"Action: {action}", f"s{k}", png.getvalue())
+        )
+    assert Image  # the states' screenshots are PIL images
+    h = SFTHyper(
+        max_steps=steps,
+        batch_size=1,
+        grad_accum=2,
+        learning_rate=1e-2,
+        lr_scheduler="constant",
+        warmup_ratio=0.0,
+        min_lr_ratio=0.1,
+        weight_decay=0.0,
+        adam_beta1=0.9,
+        adam_beta2=0.95,
+        max_grad_norm=1.0,
+        max_seq_len=512,
+        save_steps=5,
+        logging_steps=1,
+        val_fraction=0.0,
+        precision="fp32",
+        gradient_checkpointing=False,
+        seed=0,
+    )
+
+    ran: list[int] = []  # the steps this process trained (a resumed run: after the checkpoint)
+
+    class Kill(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            ran.append(state.global_step)
+            if (
+                kill_at is not None
+                and state.global_step == kill_at
+                and int(os.environ.get("RANK", "0")) == 0
+            ):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return control
+
+    trained, history = train_sft(
+        loaded.model,
+        loaded.tokenizer,
+        samples,
+        h,
+        out / "work",
+        LORA,
+        processor=loaded.processor,
+        callbacks=[Kill()],
+        sharding=sharding,
+    )
+    from safetensors.torch import save_file
+
+    from rmsweb.train.sharding import full_trainable
+
+    weights = full_trainable(trained)  # every rank: gathered whole when sharded
+    if int(os.environ.get("RANK", "0")) == 0:
+        save_file(weights, str(out / "adapters.safetensors"))
+        losses = [(r["step"], r["loss"]) for r in history if "loss" in r]
+        resumed = json.loads(
+            (out / "work" / f"checkpoint-{steps}" / "trainer_state.json").read_text()
+        )
+        (out / "result.json").write_text(
+            json.dumps(
+                {
+                    "losses": losses,
+                    "global_step": resumed["global_step"],
+                    "sharded": is_sharded(trained),  # FSDP2 units in the trained model
+                    "ran": ran,
+                }
+            )
+        )
+
+
 def gen(model_dir: Path, out: Path) -> None:
     """Ranks generate different numbers of tokens inside `gathered`: no collective there."""
     from rmsweb.models.load import load_model
@@ -140,8 +250,8 @@ def gen(model_dir: Path, out: Path) -> None:
 if __name__ == "__main__":
     kind, model_dir, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     out.mkdir(parents=True, exist_ok=True)
-    if kind == "rl":
+    if kind in ("rl", "sft"):
         kill = int(sys.argv[6]) if len(sys.argv) > 6 else None
-        rl(model_dir, out, sys.argv[4], int(sys.argv[5]), kill)
+        (rl if kind == "rl" else sft)(model_dir, out, sys.argv[4], int(sys.argv[5]), kill)
     else:
         gen(model_dir, out)

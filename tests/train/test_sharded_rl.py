@@ -12,41 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-CHILD = Path(__file__).with_name("sharded_child.py")
 TOLERANCE = 1e-4  # relative, fp32
 CURVE_KEYS = ("loss", "pg_loss", "anchor_loss", "kl", "grad_norm", "kl_to_sft")
-
-
-@pytest.fixture(scope="module")
-def vl_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rmsweb.models.config import TinySize
-    from rmsweb.models.tiny import save_tiny_model
-
-    corpus = [
-        f'Task: click the "{w}" button\n[{i}] button "{w}"\nAction: click({i})'
-        for i, w in enumerate(["submit", "cancel", "ok", "next"] * 10)
-    ]
-    out = tmp_path_factory.mktemp("tiny_vl_sharded")
-    save_tiny_model(out, "qwen3_vl", corpus, 400, TinySize(), seed=0)
-    return out
-
-
-def torchrun(*args: Any, ok: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
-    cmd += ["--standalone", str(CHILD), *map(str, args)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
-    if ok:
-        assert done.returncode == 0, done.stderr[-4000:]
-    return done
 
 
 def relative(a: float, b: float) -> float:
@@ -75,15 +47,20 @@ def adapter_gap(a: Path, b: Path) -> float:
     return max(float((x[k] - y[k]).abs().max() / x[k].abs().max().clamp(min=1e-12)) for k in x)
 
 
-def test_gathered_generation_runs_no_collective(vl_dir: Path, tmp_path: Path) -> None:
-    torchrun("gen", vl_dir, tmp_path)
+def test_gathered_generation_runs_no_collective(
+    sharded_vl_dir: Path, tmp_path: Path, run_sharded: Any
+) -> None:
+    run_sharded("gen", sharded_vl_dir, tmp_path)
     got = [json.loads((tmp_path / f"gen-{r}.json").read_text()) for r in (0, 1)]
     assert [g["tokens"] for g in got] == [2, 7]  # a collective inside would have hung
     assert got[0]["loss"] == got[1]["loss"]  # back to shards, a forward all-gathers
 
 
 @pytest.mark.slow
-def test_sharded_rl_equals_unsharded_and_resumes_after_kill(vl_dir: Path, tmp_path: Path) -> None:
+def test_sharded_rl_equals_unsharded_and_resumes_after_kill(
+    sharded_vl_dir: Path, tmp_path: Path, run_sharded: Any
+) -> None:
+    vl_dir, torchrun = sharded_vl_dir, run_sharded
     runs = {name: tmp_path / name for name in ("none", "fsdp", "killed")}
     torchrun("rl", vl_dir, runs["none"], "none", 10)
     torchrun("rl", vl_dir, runs["fsdp"], "fsdp", 10)

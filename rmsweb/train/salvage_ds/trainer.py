@@ -762,7 +762,7 @@ class SalvageDSTrainer:
             return None
         if base is None:
             raise ValueError("a sharded trainer needs `base` to build its final model")
-        return unsharded_model(base(), weights, self.lora, self.h.seed)
+        return fsdp.unsharded(base(), weights, self.lora)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -792,19 +792,3 @@ class SalvageDSTrainer:
             self.generate_s = float(logs["generate_s"])
             self.train_s = float(logs["train_s"])
         return step
-
-
-def unsharded_model(
-    model: Any, weights: dict[str, Any], lora: dict[str, Any] | None, seed: int = 0
-) -> Any:
-    """`model` (the start, unsharded) with trained `weights` (whole tensors by the names a
-    trainer's model gives them), LoRA adapters merged in: what evaluation loads."""
-    import torch
-
-    if lora:
-        from peft import LoraConfig, get_peft_model
-
-        torch.manual_seed(derived_seed(seed, "lora"))
-        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **lora))
-    fsdp.load_trainable(model, weights)
-    return model.merge_and_unload() if lora else model

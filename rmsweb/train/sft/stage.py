@@ -100,6 +100,9 @@ def main(io: StageIO) -> None:
         seed=io.train_seed,
     )
     lora = lora_kwargs(m.lora)
+    from rmsweb.models.plan import resolved_sharding
+
+    sharding = resolved_sharding(spec)  # compute.sharding (null: `rmsweb plan` decides)
     work_dir = checkpoint_dir(
         io.spec, "sft", io.out / "checkpoints", inputs=io.inputs, seed=io.seed
     )
@@ -118,12 +121,28 @@ def main(io: StageIO) -> None:
         callbacks=live,
         # VL models train on the screenshots the policy is shown (prompt.screenshot).
         processor=loaded.processor if loaded.is_vl else None,
+        sharding=sharding,
     )
     wall = time.time() - start
-    if not rank_zero():  # under torchrun: the Trainer synced the gradients (DDP);
+    weights = None
+    if sharding == "fsdp":  # every rank takes part in gathering the trained weights whole
+        from rmsweb.train.sharding import full_trainable
+
+        weights = full_trainable(model)
+    if not rank_zero():  # under torchrun: the Trainer synced the gradients (DDP or FSDP);
         return  # rank 0 writes the model and the metrics
     final = io.out / "model"
-    if lora:
+    if weights is not None:  # the unsharded base, loaded again, with the trained weights
+        from rmsweb.train.sharding import unsharded
+
+        start_model = load_model(
+            base,
+            dtype="float32" if m.kind == "tiny" else m.dtype,
+            device="cpu",
+            trust_remote_code=getattr(m, "trust_remote_code", False),
+        ).model
+        model = unsharded(start_model, weights, lora)
+    elif lora:
         model = model.merge_and_unload()  # a plain model folder: every backend loads it
     model.save_pretrained(final)
     loaded.processor.save_pretrained(final)

@@ -8,6 +8,15 @@ Checkpoints every `save_steps`, and every `save_minutes` (TimedCheckpoints), und
 kill, a full disk or a failed copy is skipped with a warning, see `_last_checkpoint`).
 Under torchrun on several nodes each node runs grad_accum / nodes micro-batches a step
 (`node_grad_accum`), so the global batch is the spec's on any number of nodes.
+With sharding "fsdp" (compute.sharding) the Trainer shards the model over the ranks with
+accelerate's FSDP2 (`fsdp_arguments`: each decoder layer a unit, the whole model the root,
+as train/sharding.py does for RL); the LoRA adapters are trained, the base frozen.
+Its checkpoints are sharded (SHARDED_STATE_DICT: a torch.distributed.checkpoint folder,
+pytorch_model_fsdp_0/, resumed by the Trainer on the same number of ranks); the stage
+gathers the trained adapters whole at the end (sharding.full_trainable) and merges them
+into the unsharded base for eval. (FULL_STATE_DICT checkpoints fail in PEFT's save with
+FSDP2 in transformers 5.24 / peft 0.21: "Attempted to access the data pointer on an
+invalid python storage".)
 """
 
 from __future__ import annotations
@@ -121,6 +130,27 @@ class TimedCheckpoints:
         raise AttributeError(name)
 
 
+def fsdp_arguments(model: Any) -> dict[str, Any]:
+    """SFTConfig arguments that make the Trainer shard `model` with FSDP2 (accelerate)."""
+    from rmsweb.train.sharding import decoder_layers
+
+    layers = sorted({type(m).__name__ for m in decoder_layers(model)})
+    if not layers:
+        raise UserError(
+            f"{type(model).__name__}: no decoder layers to shard; compute.sharding fsdp "
+            "supports Qwen3 and Qwen3-VL models. Set compute.sharding none."
+        )
+    return {
+        "fsdp": "full_shard",
+        "fsdp_config": {
+            "version": 2,
+            "transformer_layer_cls_to_wrap": layers,
+            "reshard_after_forward": True,
+            "state_dict_type": "SHARDED_STATE_DICT",  # see the module docstring
+        },
+    }
+
+
 def _scheduler(h: SFTHyper) -> tuple[str, dict[str, Any]]:
     if h.lr_scheduler == "cosine":
         return "cosine_with_min_lr", {"min_lr_rate": h.min_lr_ratio}
@@ -192,6 +222,7 @@ def train_sft(
     plain_loss: bool | None = None,
     processor: Any = None,
     callbacks: list[Any] | None = None,
+    sharding: str = "none",
 ) -> tuple[Any, list[dict]]:
     """Run SFTTrainer; returns the trained model and the log history.
 
@@ -200,7 +231,8 @@ def train_sft(
     processing class. `callbacks`: extra transformers TrainerCallbacks (the stage's
     DVCLive logger). `plain_loss`: None decides from the vocabulary size
     (`uses_plain_loss`); True or False forces the plain causal-LM loss or TRL's fused
-    one (tests compare them).
+    one (tests compare them). `sharding`: none (DDP under torchrun) or fsdp
+    (`fsdp_arguments`).
     """
     from datasets import Dataset
     from transformers import Trainer
@@ -257,6 +289,7 @@ def train_sft(
         dataloader_num_workers=0,
         disable_tqdm=False,
         save_only_model=False,
+        **(fsdp_arguments(model) if sharding == "fsdp" else {}),
     )
     peft_config = None
     if lora:
@@ -313,6 +346,11 @@ WEIGHTS = (
 )
 
 
+# compute.sharding fsdp: the Trainer's sharded checkpoint (torch.distributed.checkpoint:
+# one file per rank, .metadata written last).
+SHARDED_WEIGHTS = "pytorch_model_fsdp_0"
+
+
 def checkpoint_problem(path: Path) -> str | None:
     """Why a Trainer checkpoint folder is not whole (None: it looks whole).
 
@@ -328,8 +366,11 @@ def checkpoint_problem(path: Path) -> str | None:
         return f"trainer_state.json is unreadable ({exc})"
     if not isinstance(state, dict) or "global_step" not in state:
         return "trainer_state.json has no global_step"
-    if not any((path / name).exists() for name in WEIGHTS):
-        return f"no model weights (none of {', '.join(WEIGHTS)})"
+    sharded = path / SHARDED_WEIGHTS
+    if sharded.is_dir() and not (sharded / ".metadata").is_file():
+        return f"{SHARDED_WEIGHTS}/.metadata is missing (killed while saving?)"
+    if not sharded.is_dir() and not any((path / name).exists() for name in WEIGHTS):
+        return f"no model weights (none of {', '.join((*WEIGHTS, SHARDED_WEIGHTS))})"
     for f in sorted(path.iterdir()):
         problem = None
         if f.suffix == ".safetensors":
