@@ -315,6 +315,13 @@ def train_sft(
         peft_config=peft_config,
         callbacks=callbacks or None,
     )
+    if sharding == "fsdp" and not getattr(trainer, "is_fsdp_enabled", False):
+        # accelerate 1.15 turns FSDP on only for GPU-like distributed types (not MULTI_CPU)
+        log.warning(
+            "compute.sharding fsdp: accelerate did not enable FSDP here (%s): this run is "
+            "data parallel, the whole model on every rank",
+            trainer.accelerator.distributed_type,
+        )
     last = _last_checkpoint(work_dir)
     trainer.train(resume_from_checkpoint=str(last) if last else None)
     return trainer.model, trainer.state.log_history
