@@ -94,6 +94,8 @@ class Stage:
 
     @property
     def out(self) -> str:
+        if self.kind == "sweep":
+            return f"runs/sweep/{self.variant}"  # beside metrics/sweep/<name>: one name
         return "/".join(["runs", self.kind, self.owner, *self._suffix])
 
     @property

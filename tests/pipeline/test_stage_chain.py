@@ -131,5 +131,7 @@ def test_every_stage_runs_on_the_previous_stages_outputs(tmp_path: Path) -> None
     )
     assert shown.returncode == 0, shown.stderr
     data = json.loads(shown.stdout)["data"]
-    for curve in ("train/loss.tsv", "rl/reward_mean.tsv", "rl/kl.tsv"):
+    # SFT loss, RL reward and the RL policy's KL (to SFT at the probe steps, or the loss's
+    # estimate where beta > 0).
+    for curve in ("train/loss.tsv", "rl/reward_mean.tsv", ("rl/kl_to_sft.tsv", "rl/kl.tsv")):
         assert [k for k in data if k.endswith(curve)], (curve, sorted(data))
