@@ -190,3 +190,26 @@ def unsharded(model: Any, weights: dict[str, Any], lora: dict[str, Any] | None) 
         raise ValueError(f"trained weights not in the model: {unknown[:3]}")
     load_trainable(model, weights)
     return model.merge_and_unload() if lora else model
+
+
+def accelerate_fsdp_on_cpu() -> None:
+    """Let accelerate's FSDP2 run on CPU ranks (gloo), for the CPU rehearsals of the SFT
+    stage. accelerate 1.15 turns an FSDP plugin on only for GPU-like distributed types:
+    on CPU (MULTI_CPU) it drops it silently and the Trainer runs DDP. This sets the state
+    to FSDP as on GPUs, so accelerate's own FSDP2 preparation (fully_shard of the model,
+    sharded checkpoints, resume) runs on the CPU ranks. Idempotent; GPUs need none of it.
+    """
+    from accelerate.state import AcceleratorState, DistributedType
+
+    if getattr(AcceleratorState.__init__, "_rmsweb_cpu_fsdp", False):
+        return
+    init = AcceleratorState.__init__
+
+    def patched(self: Any, *args: Any, fsdp_plugin: Any = None, **kwargs: Any) -> None:
+        init(self, *args, fsdp_plugin=fsdp_plugin, **kwargs)
+        if fsdp_plugin is not None and self.distributed_type == DistributedType.MULTI_CPU:
+            self.distributed_type = DistributedType.FSDP
+            self.fsdp_plugin = fsdp_plugin
+
+    patched._rmsweb_cpu_fsdp = True  # type: ignore[attr-defined]
+    AcceleratorState.__init__ = patched

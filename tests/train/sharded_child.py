@@ -110,28 +110,8 @@ def rl(model_dir: Path, out: Path, sharding: str, steps: int, kill_at: int | Non
     )
 
 
-def accelerate_fsdp_on_cpu() -> None:
-    """accelerate 1.15 turns an FSDP plugin on only for GPU-like distributed types: on CPU
-    (MULTI_CPU, gloo) it drops it silently and the Trainer runs DDP. Here the state is set
-    to FSDP as it would be on GPUs, so accelerate's own FSDP2 preparation (fully_shard of
-    the PEFT model, FULL_STATE_DICT checkpoints, resume) runs on the gloo ranks."""
-    from accelerate.state import AcceleratorState, DistributedType
-
-    init = AcceleratorState.__init__
-
-    def patched(self, *args, fsdp_plugin=None, **kwargs):
-        init(self, *args, fsdp_plugin=fsdp_plugin, **kwargs)
-        if fsdp_plugin is not None and self.distributed_type == DistributedType.MULTI_CPU:
-            self.distributed_type = DistributedType.FSDP
-            self.fsdp_plugin = fsdp_plugin
-
-    AcceleratorState.__init__ = patched
-
-
 def sft(model_dir: Path, out: Path, sharding: str, steps: int, kill_at: int | None) -> None:
     """The SFT stage's trainer (TRL SFTTrainer; fsdp: accelerate's FSDP2) on screenshots."""
-    if sharding == "fsdp":
-        accelerate_fsdp_on_cpu()
     import io
 
     from PIL import Image

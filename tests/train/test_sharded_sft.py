@@ -1,8 +1,8 @@
 """compute.sharding fsdp in SFT (TRL SFTTrainer + accelerate's FSDP2), 2 gloo ranks on CPU.
 
 accelerate 1.15 enables an FSDP plugin only for GPU-like distributed types; on CPU it
-drops it silently and the Trainer runs DDP. The child (sharded_child.py) sets the state to
-FSDP as on GPUs, so accelerate's own FSDP2 path runs: fully_shard of the PEFT-wrapped tiny
+drops it silently and the Trainer runs DDP. train_sft then sets the state to FSDP as on
+GPUs (sharding.accelerate_fsdp_on_cpu), so accelerate's own FSDP2 path runs: fully_shard of the PEFT-wrapped tiny
 Qwen3-VL, sharded checkpoints, resume. 20 steps sharded and unsharded from the same seed:
 losses and adapters (gathered whole) within 1e-4 relative (fp32); a kill -9 of rank 0
 after step 12 resumes from checkpoint-10 and ends on the same adapters.

@@ -293,10 +293,29 @@ def compare(figures: dict[str, Any], measured: float, planned: float) -> dict[st
 # --------------------------------------------------------------------------- checks
 
 
+def sharding_of(spec: Any) -> str:
+    """compute.sharding as the sft and rl stages resolve it (models/plan.py)."""
+    from rmsweb.models.plan import resolved_sharding
+
+    return resolved_sharding(spec)
+
+
+def held_bytes(spec: Any, d: Any, w: int, sharded: bool, world: int) -> tuple[float, float]:
+    """(what each rank holds for the whole stage: weights + trainable state, what it
+    gathers to compute under fsdp: the root unit and two layers), as `rmsweb plan`."""
+    from rmsweb.models.plan import fsdp_gather_bytes, trainable_bytes
+
+    held = w * d.params + trainable_bytes(d, w, spec.model.lora.enabled)
+    if not sharded:
+        return held, 0.0
+    return held / world, fsdp_gather_bytes(d, w)
+
+
 def sft_step(spec: Any, device: str, work: Path, world: int) -> dict[str, Any]:
-    """One SFT step at the spec's micro-batch and longest sequence."""
+    """One SFT step at the spec's micro-batch and longest sequence (sharded with FSDP2
+    where the spec's compute.sharding resolves to fsdp)."""
     from rmsweb.models.config import lora_kwargs
-    from rmsweb.models.plan import activation_bytes_per_token, trainable_bytes
+    from rmsweb.models.plan import activation_bytes_per_token
     from rmsweb.train.sft.samples import Sample
     from rmsweb.train.sft.trainer import SFTHyper, train_sft
 
@@ -349,17 +368,20 @@ def sft_step(spec: Any, device: str, work: Path, world: int) -> dict[str, Any]:
         work / "sft",
         lora_kwargs(spec.model.lora),
         processor=policy.processor if policy.is_vl else None,
+        sharding=sharding_of(spec),
     )
     step_s = time.perf_counter() - start
     loss = next((h["loss"] for h in history if "loss" in h), math.nan)
     d, w = policy.dims, weight_bytes(spec)
     seq = min(s.max_seq_len, tokens + p.max_new_tokens)
+    held, gathered = held_bytes(spec, d, w, sharding_of(spec) == "fsdp", world)
     planned = (
-        w * d.params
-        + trainable_bytes(d, w, spec.model.lora.enabled)
+        held
+        + gathered
         + s.batch_size * seq * activation_bytes_per_token(d, w, s.gradient_checkpointing)
     )
     figures = {
+        "sharding": sharding_of(spec),
         "tokens_per_sample": seq,
         "micro_batch": s.batch_size,
         "step_s": round(step_s, 2),
@@ -414,6 +436,7 @@ def rl_policy_and_trainer(spec: Any, device: str, work: Path, world: int) -> tup
         processor=policy.processor,
         is_vl=policy.is_vl,
         lora=lora_kwargs(spec.model.lora),
+        sharding=sharding_of(spec),
     )
     return policy, trainer
 
@@ -424,8 +447,8 @@ def rl_step(spec: Any, trainer: Any, policy: Any) -> dict[str, Any]:
         PROBE_LOGIT_BYTES,
         activation_bytes_per_token,
         kv_bytes_per_token,
-        trainable_bytes,
     )
+    from rmsweb.train.salvage_ds import ranks
     from rmsweb.train.salvage_ds.kl_probe import probe_policy
 
     free_memory()
@@ -442,17 +465,18 @@ def rl_step(spec: Any, trainer: Any, policy: Any) -> dict[str, Any]:
     new = p.max_new_tokens
     kv = kv_bytes_per_token(d, w)
     act = activation_bytes_per_token(d, w, r.gradient_checkpointing)
-    planned = (
-        w * d.params
-        + trainable_bytes(d, w, spec.model.lora.enabled)
-        + max(
-            micro * total * kv,
-            micro * (total * act + 3 * 4 * d.vocab * new),
-            min(micro, trainer.h.kl_probe_states)
-            * (total * kv + PROBE_LOGIT_BYTES * d.vocab * new),
-        )
+    sharded = bool(getattr(trainer, "sharded", False))
+    held, gathered = held_bytes(spec, d, w, sharded, ranks.rank_world()[1])
+    # fsdp: sampling and the probe gather the whole model (the rest of it beside the shard)
+    rest = w * d.params * (1 - 1 / ranks.rank_world()[1]) if sharded else 0.0
+    planned = held + max(
+        rest + micro * total * kv,
+        gathered + micro * (total * act + 3 * 4 * d.vocab * new),
+        rest
+        + min(micro, trainer.h.kl_probe_states) * (total * kv + PROBE_LOGIT_BYTES * d.vocab * new),
     )
     figures = {
+        "sharding": "fsdp" if sharded else "none",
         "prompt_tokens": prompt,
         "sequences": row["samples_generated"],
         "micro_batch": micro,
@@ -482,6 +506,8 @@ def checkpoint(trainer: Any, folder: Path) -> dict[str, Any]:
     )
 
     figures: dict[str, Any] = {"folder": str(folder)}
+    if getattr(trainer, "sharded", False):
+        return sharded_checkpoint(trainer, folder, figures)
     if not ranks.is_writer():
         return figures
     shutil.rmtree(folder, ignore_errors=True)
@@ -508,6 +534,53 @@ def checkpoint(trainer: Any, folder: Path) -> dict[str, Any]:
         figures["_failed"] = "read back"
         figures["_message"] = "the checkpoint read back differs from what was written"
     shutil.rmtree(folder, ignore_errors=True)
+    return figures
+
+
+def sharded_checkpoint(trainer: Any, folder: Path, figures: dict[str, Any]) -> dict[str, Any]:
+    """`checkpoint` of a sharded trainer: every rank gathers the whole adapters and
+    optimizer state, rank 0 writes them, every rank reads them back into its shards."""
+    import torch
+
+    from rmsweb.train import sharding
+    from rmsweb.train.salvage_ds import ranks
+    from rmsweb.train.salvage_ds.checkpoint import (
+        COMPLETE,
+        checkpoints,
+        load_checkpoint,
+        save_checkpoint,
+        sharded_state,
+    )
+
+    logs = {"curve": [], "groups": [], "generate_s": 0.0, "train_s": 0.0}
+    start = time.perf_counter()
+    gathered = sharded_state(trainer.model, trainer.optimizer)
+    ok = True
+    if ranks.is_writer():
+        shutil.rmtree(folder, ignore_errors=True)
+        path = save_checkpoint(folder, 1, trainer.model, trainer.optimizer, logs, **gathered)
+        figures["mib"] = round(sum(f.stat().st_size for f in path.iterdir()) / 2**20, 2)
+        ok = (path / COMPLETE).is_file() and checkpoints(folder) == [path]
+    figures["write_s"] = round(time.perf_counter() - start, 2)
+    if ranks.sum_floats(0.0 if ok else 1.0)[0]:  # every rank: written or not
+        figures["_failed"] = "marker"
+        figures["_message"] = f"{folder}: no checkpoint with its {COMPLETE} marker after the copy"
+        return figures
+    before = gathered["weights"]
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            if p.requires_grad:
+                p.zero_()
+    start = time.perf_counter()
+    step, _ = load_checkpoint(folder, trainer.model, trainer.optimizer)  # every rank
+    figures["read_s"] = round(time.perf_counter() - start, 2)
+    after = sharding.full_trainable(trainer.model)
+    if not (step == 1 and all(torch.equal(before[n], after[n]) for n in before)):
+        figures["_failed"] = "read back"
+        figures["_message"] = "the checkpoint read back differs from what was written"
+    ranks.sum_floats(0.0)  # every rank has read it before rank 0 removes it
+    if ranks.is_writer():
+        shutil.rmtree(folder, ignore_errors=True)
     return figures
 
 

@@ -291,6 +291,10 @@ def train_sft(
         save_only_model=False,
         **(fsdp_arguments(model) if sharding == "fsdp" else {}),
     )
+    if sharding == "fsdp" and not _cuda_available():  # the CPU rehearsals (2 gloo ranks)
+        from rmsweb.train.sharding import accelerate_fsdp_on_cpu
+
+        accelerate_fsdp_on_cpu()
     peft_config = None
     if lora:
         from peft import LoraConfig
@@ -316,7 +320,7 @@ def train_sft(
         callbacks=callbacks or None,
     )
     if sharding == "fsdp" and not getattr(trainer, "is_fsdp_enabled", False):
-        # accelerate 1.15 turns FSDP on only for GPU-like distributed types (not MULTI_CPU)
+        # e.g. a single process (no torchrun): accelerate shards over a process group only
         log.warning(
             "compute.sharding fsdp: accelerate did not enable FSDP here (%s): this run is "
             "data parallel, the whole model on every rank",
