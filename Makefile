@@ -45,7 +45,8 @@ smoke: $(STAMP) chromium  ## every stage on a CI-sized experiment (a few minutes
 
 # paper-8b's shape on CPU (experiments/paper-8b-rehearsal.yaml): the wrapper first runs the
 # preflight's CPU path (`rmsweb preflight SPEC`: SFT and RL steps with the KL probe, a
-# checkpoint read back, the all-reduce; on 2 gloo ranks; vLLM is GPU-only), then serves the
+# checkpoint read back, the all-reduce; on 2 gloo ranks; vLLM is GPU-only) as the spec
+# says and again sharded (compute.sharding fsdp: FSDP2, paper-32b's path), then serves the
 # local site and the scripted teacher/judge endpoint on 127.0.0.1, runs sft and rl under
 # torchrun with 2 gloo ranks and stops the servers when dvc ends. REHEARSAL_ARGS=--force
 # reruns all.

@@ -20,6 +20,9 @@ What it does, and why each piece stands where it does:
    micro-batch and longest prompt, the RL checkpoint written and read back, and the
    all-reduce, under torchrun with the same 2 gloo ranks; vLLM is GPU-only and skipped.
    A failed check stops the rehearsal before any stage runs (`--no-preflight`: skip it).
+   Then the same preflight with compute.sharding fsdp (the path paper-32b takes on its
+   GPUs): the SFT step through accelerate's FSDP2, the RL step, KL probe and checkpoint
+   through rmsweb/train/sharding.py, on the same 2 gloo ranks.
 4. Runs `dvc repro <target>` with RMSWEB_TORCHRUN set, so the sft and rl stages re-run
    themselves under torchrun with 2 CPU ranks (gloo), as the SkyPilot task does with GPUs.
 5. Stops both servers; the exit code is the preflight's or dvc's. Nothing reaches past
@@ -63,9 +66,13 @@ SPEC = "experiments/paper-8b-rehearsal.yaml"
 PREFLIGHT_OUT = "runs/preflight/paper-8b-rehearsal"  # its metrics.json: the figures
 
 
-def preflight_command(python: str = sys.executable) -> list[str]:
-    """The preflight's CPU path on the rehearsal spec (the GPU specs' first stage)."""
-    return [python, "-m", "rmsweb", "preflight", SPEC, "--out", PREFLIGHT_OUT]
+def preflight_command(python: str = sys.executable, sharded: bool = False) -> list[str]:
+    """The preflight's CPU path on the rehearsal spec (the GPU specs' first stage);
+    `sharded`: with compute.sharding fsdp, its figures in PREFLIGHT_OUT-fsdp."""
+    cmd = [python, "-m", "rmsweb", "preflight", SPEC]
+    if sharded:
+        return [*cmd, "--out", f"{PREFLIGHT_OUT}-fsdp", "-o", "compute.sharding=fsdp"]
+    return [*cmd, "--out", PREFLIGHT_OUT]
 
 
 # --------------------------------------------------------------------------- the endpoint
@@ -395,13 +402,17 @@ def main(argv: list[str] | None = None) -> int:
     }
     cmd = ["dvc", "repro", *(["--force"] if args.force else []), args.target]
     start = time.perf_counter()
-    if not args.no_preflight:
-        print(f"rehearsal: {' '.join(preflight_command('python'))} (2 gloo ranks)", flush=True)
-        code = subprocess.run(preflight_command(), cwd=ROOT, env=env, check=False).returncode
-        print(f"rehearsal: preflight exit {code} in {time.perf_counter() - start:.0f} s; "
-              f"figures in {PREFLIGHT_OUT}/metrics.json", flush=True)  # fmt: skip
-        if code:
-            return code
+    if not args.no_preflight:  # the spec's path, then the sharded one (FSDP2)
+        for sharded in (False, True):
+            shown = " ".join(preflight_command("python", sharded))
+            print(f"rehearsal: {shown} (2 gloo ranks)", flush=True)
+            command = preflight_command(sharded=True) if sharded else preflight_command()
+            code = subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
+            out = command[command.index("--out") + 1]
+            print(f"rehearsal: preflight exit {code} in {time.perf_counter() - start:.0f} s; "
+                  f"figures in {out}/metrics.json", flush=True)  # fmt: skip
+            if code:
+                return code
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rmsweb-rehearsal-")))
         model_url, model = None, ""

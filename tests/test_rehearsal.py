@@ -284,3 +284,13 @@ def test_table_check_fails_when_a_column_has_the_wrong_judge(tmp_path: Path) -> 
     ]
     (root / rehearsal.REPORT_MD).unlink()
     assert "no report" in rehearsal.check_table(root)[0]
+
+
+def test_rehearsal_runs_the_sharded_preflight_after_the_specs() -> None:
+    script = rehearsal
+    plain, sharded = script.preflight_command("python"), script.preflight_command("python", True)
+    assert "-o" not in plain and plain[plain.index("--out") + 1] == script.PREFLIGHT_OUT
+    assert sharded[sharded.index("-o") + 1] == "compute.sharding=fsdp"
+    assert sharded[sharded.index("--out") + 1] == f"{script.PREFLIGHT_OUT}-fsdp"
+    text = (ROOT / "scripts" / "rehearsal.py").read_text()
+    assert text.index("for sharded in (False, True)") < text.index("cmd, cwd=ROOT")
