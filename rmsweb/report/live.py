@@ -161,6 +161,8 @@ def comparable_with(suite: str, judge: str) -> str:
         "online_mind2web": "webjudge",
         "webtailbench": "webtailbench",
     }
+    if suite not in own:
+        return f"no leaderboard: a {suite} is no published benchmark."
     if own.get(suite) != protocol:
         return f"no leaderboard: {protocol} is not {suite}'s own judge protocol."
     if suite == "webvoyager":
