@@ -68,14 +68,22 @@ def shard(model: Any, mixed_precision: Any = None) -> Any:
     """Shard `model` in place over every rank of the default process group (FSDP2).
 
     Every rank must hold the same whole weights before (the same loaded folder and the
-    same seeded LoRA init): each keeps its own 1/N of them. `mixed_precision`: an FSDP2
+    same seeded LoRA init): each keeps its own 1/N of them, on its GPU where there is one
+    (load the model on CPU: it is moved unit by unit). `mixed_precision`: an FSDP2
     MixedPrecisionPolicy, or None (compute in the parameters' dtypes).
     """
+    import os
+
+    import torch
     from torch.distributed.fsdp import fully_shard
 
     from rmsweb.train.salvage_ds import ranks
 
     ranks.init_from_env()
+    if torch.cuda.is_available() and "LOCAL_RANK" in os.environ:
+        # fully_shard moves each unit to the mesh's device (this rank's GPU) as it shards
+        # it: a model loaded on CPU reaches the GPU 1/N at a time, never whole.
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     kwargs: dict[str, Any] = {"reshard_after_forward": True}
     if mixed_precision is not None:
         kwargs["mp_policy"] = mixed_precision

@@ -161,7 +161,9 @@ def model_dtype(model: Any) -> str:
     return "float32" if model.kind == "tiny" else model.dtype
 
 
-def load_inputs(spec: Any, sft_model: Path, mine_dir: Path, seed: int) -> tuple[Any, list, RLHyper]:
+def load_inputs(
+    spec: Any, sft_model: Path, mine_dir: Path, seed: int, device: str = "auto"
+) -> tuple[Any, list, RLHyper]:
     """The rl stage's inputs: the SFT model (torch threads set first), the mined states
     as trainer states and the hyperparameters. Shared with rmsweb/evalckpt's replay, which
     must set the run up exactly as this stage does to end on the same weights."""
@@ -178,7 +180,7 @@ def load_inputs(spec: Any, sft_model: Path, mine_dir: Path, seed: int) -> tuple[
     loaded = load_model(
         sft_model,
         dtype=model_dtype(m),
-        device="auto",
+        device=device,
         trust_remote_code=getattr(m, "trust_remote_code", False),
     )
     prompt = prompt_config(m)
@@ -226,9 +228,16 @@ def main(io: StageIO) -> None:
     ranks.init_from_env()  # under torchrun: gradients summed over the ranks (ranks.py)
     sft_model = io.input("sft") / "model"
     dtype = model_dtype(m)
-    loaded, states, hyper = load_inputs(spec, sft_model, io.input("mine"), io.train_seed)
-    lora = lora_kwargs(m.lora)
     sharding = stage_sharding(spec)
+    # fsdp: loaded on CPU; sharding moves each unit to this rank's GPU (1/N of it stays)
+    loaded, states, hyper = load_inputs(
+        spec,
+        sft_model,
+        io.input("mine"),
+        io.train_seed,
+        device="cpu" if sharding == "fsdp" else "auto",
+    )
+    lora = lora_kwargs(m.lora)
     work_dir = checkpoint_dir(io.spec, "rl", io.out / "checkpoints", inputs=io.inputs, seed=io.seed)
     io.out.mkdir(parents=True, exist_ok=True)
     from rmsweb.train.live_log import open_live, rl_logger
