@@ -88,13 +88,21 @@ def test_unbounded_rl_micro_batch_is_refused_naming_the_field() -> None:
 
 
 def test_paper_32b_needs_sharding_on_h100_and_fits_on_h200() -> None:
-    none = P.plan(_spec("paper-32b.yaml", "compute.sharding=none"))
-    assert none.field_problems == []
-    assert {(s, k) for s, k, _ in none.missing_features} == {
+    spec = _spec("paper-32b.yaml")
+    whole = P.plan(spec, sharding="none")  # what null resolves from: a missing feature
+    assert whole.field_problems == []
+    assert {(s, k) for s, k, _ in whole.missing_features} == {
         ("sft", "compute.accelerators"),
         ("rl", "compute.accelerators"),
     }
-    assert all("FSDP or DeepSpeed ZeRO-3" in m for _, _, m in none.missing_features)
+    assert all("FSDP or DeepSpeed ZeRO-3" in m for _, _, m in whole.missing_features)
+    # Written in the spec, none is the field to change: validate refuses it.
+    none = P.plan(_spec("paper-32b.yaml", "compute.sharding=none"))
+    assert none.missing_features == []
+    assert {(s, k) for s, k, _ in none.field_problems} == {
+        ("sft", "compute.sharding"),
+        ("rl", "compute.sharding"),
+    }
     h200 = P.plan(
         _spec(
             "paper-32b.yaml",

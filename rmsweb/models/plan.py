@@ -319,6 +319,9 @@ def plan(
     c = spec.compute
     gpu, per_node = gpu_of(c.accelerators)
     gpus = per_node * c.num_nodes
+    # compute.sharding none written in the spec: a stage that needs sharding is its field's
+    # problem (validate refuses it); a forced "none" (resolved_sharding) a missing feature.
+    explicit_none = sharding is None and getattr(c, "sharding", None) == "none"
     sharding = sharding if sharding is not None else resolved_sharding(spec)
     if sharding not in SHARDINGS:
         raise ValueError(f"sharding {sharding!r}: one of {', '.join(SHARDINGS)}")
@@ -379,14 +382,23 @@ def plan(
             return True
         if weights + state + one <= budget:
             return False
+        if explicit_none:  # the spec asks for data parallel: its field is what to change
+            stage.problem = (
+                "compute.sharding",
+                f"{stage.stage}: weights {weights / GIB:.1f} GiB + trainable state "
+                f"{state / GIB:.1f} GiB + one sequence {one / GIB:.1f} GiB per GPU exceed "
+                f"{budget / GIB:.1f} GiB usable on a {gpu} with compute.sharding none (the "
+                "whole model on every rank). Fix: compute.sharding fsdp (or null).",
+            )
+            return True
         stage.problem = (
             "compute.accelerators",
             f"{stage.stage}: weights {weights / GIB:.1f} GiB + trainable state "
             f"{state / GIB:.1f} GiB + one sequence {one / GIB:.1f} GiB per GPU exceed "
-            f"{budget / GIB:.1f} GiB usable on a {gpu}; rmsweb trains data-parallel with the "
-            "whole model on every rank. Missing: model sharding (FSDP or DeepSpeed ZeRO-3) in "
-            "the sft/rl trainers: set compute.sharding fsdp (or leave it null), or a GPU with "
-            "more memory (e.g. H200), or a smaller model.name_or_path.",
+            f"{budget / GIB:.1f} GiB usable on a {gpu} with the whole model on every rank. "
+            "Missing: model sharding (FSDP or DeepSpeed ZeRO-3): with compute.sharding null "
+            "the plan shards it (fsdp); or a GPU with more memory (e.g. H200), or a smaller "
+            "model.name_or_path.",
         )
         stage.missing = True
         return True
