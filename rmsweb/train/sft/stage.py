@@ -51,10 +51,14 @@ def main(io: StageIO) -> None:
     torch.set_num_threads(torch_threads(s.torch_threads))  # models/threads.py
     collect_dir = io.input("collect")
     base = str(io.input("model") / "model") if m.kind == "tiny" else m.name_or_path
+    from rmsweb.models.plan import resolved_sharding
+
+    sharding = resolved_sharding(spec)  # compute.sharding (null: `rmsweb plan` decides)
     loaded = load_model(
         base,
         dtype="float32" if m.kind == "tiny" else m.dtype,
-        device="auto",
+        # fsdp: on CPU; accelerate's fully_shard moves it to the rank's GPU unit by unit
+        device="cpu" if sharding == "fsdp" else "auto",
         trust_remote_code=getattr(m, "trust_remote_code", False),
     )
     prompt = prompt_config(m)
@@ -100,9 +104,6 @@ def main(io: StageIO) -> None:
         seed=io.train_seed,
     )
     lora = lora_kwargs(m.lora)
-    from rmsweb.models.plan import resolved_sharding
-
-    sharding = resolved_sharding(spec)  # compute.sharding (null: `rmsweb plan` decides)
     work_dir = checkpoint_dir(
         io.spec, "sft", io.out / "checkpoints", inputs=io.inputs, seed=io.seed
     )
