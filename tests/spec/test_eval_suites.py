@@ -107,3 +107,21 @@ def test_report_compare_joins_8b_and_32b_evaluations() -> None:
     evals = sorted(r for r in report.upstream if "eval-" in r)
     assert "paper-32b.eval-webtailbench-rl-s0" in evals and "eval-webvoyager-sft-s0" in evals
     assert len(evals) == 12  # 3 benchmarks x (sft, rl) x (8B, 32B)
+
+
+def test_eval_stage_runs_its_benchmark_whole_or_the_training_suites_splits() -> None:
+    from rmsweb.evaluate.stage import _target
+
+    spec = load_experiment(EXPERIMENTS / "paper-8b.yaml")
+    suite, policy, splits = _target(spec, "om2w-rl")
+    assert (suite.kind, suite.max_steps, policy.name, splits) == (
+        "online_mind2web",
+        30,
+        "rl",
+        ["test"],
+    )
+    val = load_experiment(EXPERIMENTS / "paper-8b.yaml", ["eval.suites.0.split=val"])
+    assert _target(val, "webvoyager-sft")[2] == ["val"]
+    plain = load_experiment(EXPERIMENTS / "miniwob-cpu.yaml")
+    suite, policy, splits = _target(plain, "sft")
+    assert suite is plain.suite and splits == ["val", "test"]
