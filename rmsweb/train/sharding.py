@@ -80,6 +80,11 @@ def shard(model: Any, mixed_precision: Any = None) -> Any:
     from rmsweb.train.salvage_ds import ranks
 
     ranks.init_from_env()
+    import torch.distributed as dist
+
+    if not dist.is_initialized():  # one process, no torchrun: a group of one (in memory)
+        backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     if torch.cuda.is_available() and "LOCAL_RANK" in os.environ:
         # fully_shard moves each unit to the mesh's device (this rank's GPU) as it shards
         # it: a model loaded on CPU reaches the GPU 1/N at a time, never whole.
