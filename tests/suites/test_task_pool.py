@@ -160,3 +160,10 @@ def test_training_on_webvoyager_and_evaluating_on_it_is_refused_at_the_line() ->
     assert "overlap.yaml:15:7 eval.suites.1.suite: evaluation suite 'om2w' shares 9" in (
         result.output
     )
+
+
+def test_the_example_pool_shares_no_task_and_no_site_with_the_benchmarks() -> None:
+    """rmsweb/suites/data/README.md's claim about the pool paper-8b and paper-32b train on."""
+    for name in ("paper-8b", "paper-32b"):
+        spec = load_experiment(ROOT / "experiments" / f"{name}.yaml")
+        assert eval_overlaps(spec) == ([], [])
