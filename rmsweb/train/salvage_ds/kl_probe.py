@@ -163,6 +163,7 @@ def probe_policy(trainer: Any) -> dict[str, float]:
                 top_p=1.0,
                 pad_token_id=trainer.tokenizer.pad_token_id,
                 eos_token_id=sorted(trainer.stop_ids),
+                suppress_tokens=trainer.vision_ids or None,  # trainer.vision_token_ids
             )
         new = seqs[:, batch["input_ids"].shape[1] :].tolist()
         comps = [cut_at_stop(ids, trainer.stop_ids) for ids in new]

@@ -238,6 +238,19 @@ CURVE_COLUMNS: tuple[str, ...] = (
 # --------------------------------------------------------------------------- trainer
 
 
+# Tokens that stand for image patches. A sampled completion must never hold one: the
+# next forward pass over prompt + completion would count it as an image token with no
+# image feature behind it ("Image features and image tokens do not match"). A
+# pretrained model does not emit them; a tiny random one sampling at temperature 1 can.
+VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+
+
+def vision_token_ids(tokenizer: Any) -> list[int]:
+    """The ids of VISION_TOKENS that `tokenizer` knows (none for a plain text tokenizer)."""
+    vocab = tokenizer.get_vocab()
+    return sorted({vocab[t] for t in VISION_TOKENS if t in vocab})
+
+
 class SalvageDSTrainer:
     """Group-relative RL on a fixed list of states (see the module docstring).
 
@@ -316,6 +329,7 @@ class SalvageDSTrainer:
         eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         stop |= set(eos if isinstance(eos, list) else [eos])
         self.stop_ids = {t for t in stop if t is not None}
+        self.vision_ids = vision_token_ids(tokenizer)  # never sampled (vision_token_ids)
 
     # ------------------------------------------------------------------ prompts
 
@@ -395,6 +409,7 @@ class SalvageDSTrainer:
                     top_p=1.0,
                     pad_token_id=tok.pad_token_id,
                     eos_token_id=sorted(self.stop_ids),
+                    suppress_tokens=self.vision_ids or None,
                 )
             if c is not None:
                 new = seqs[:, batch["input_ids"].shape[1] :].tolist()
