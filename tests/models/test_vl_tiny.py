@@ -194,3 +194,31 @@ def test_trl_sft_trainer_steps_on_image_conversations(vl_dir: Path, tmp_path: Pa
     assert len(losses) == 1 and losses[0] > 0
     unchanged = [n for n, p in trainer.model.named_parameters() if torch.equal(before[n], p)]
     assert unchanged == []
+
+
+def test_rl_sampling_never_emits_a_vision_token(loaded: tuple[Any, Any]) -> None:
+    """A sampled <|image_pad|> in a completion breaks the next forward pass ("Image
+    features and image tokens do not match"): the RL trainer and its KL probe suppress
+    the vision tokens. Control: a head that prefers <|image_pad|> emits it unsuppressed."""
+    import copy
+
+    from rmsweb.train.salvage_ds.trainer import vision_token_ids
+
+    model, processor = loaded
+    ids = vision_token_ids(processor.tokenizer)
+    vocab = processor.tokenizer.get_vocab()
+    assert vocab["<|image_pad|>"] in ids and vocab["<|vision_start|>"] in ids
+    rigged = copy.deepcopy(model)
+    head = torch.nn.Linear(rigged.lm_head.in_features, rigged.lm_head.out_features)
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.zero_()
+        head.bias[vocab["<|image_pad|>"]] = 10.0  # every step prefers the image token
+    rigged.lm_head = head
+    text = _inputs(processor, None)
+    n = text["input_ids"].shape[1]
+    with torch.no_grad():
+        plain = rigged.generate(**text, max_new_tokens=3, do_sample=False)
+        safe = rigged.generate(**text, max_new_tokens=3, do_sample=False, suppress_tokens=ids)
+    assert set(plain[0, n:].tolist()) == {vocab["<|image_pad|>"]}
+    assert not set(safe[0, n:].tolist()) & set(ids)
