@@ -29,7 +29,8 @@
 # 5. One summary line, last:
 #    mfu_sft=X mfu_rl=Y tokens_per_s=Z sft_peak_gib=.. sft_plan_gib=.. rl_peak_gib=..
 #    rl_plan_gib=.. preflight=ok|failed preflight_sft_vs_plan=R preflight_rl_vs_plan=R
-#    preflight_vllm=ok|skipped|failed gpu_tests_passed=N gpu_tests_failed=N
+#    preflight_vllm=ok|skipped|failed preflight_fsdp=ok|failed gpu_tests_passed=N
+#    gpu_tests_failed=N
 #    gpu_tests_skipped=N (--dry-run: peaks are nan, the preflight runs its CPU path on
 #    experiments/paper-8b-rehearsal.yaml, and the tests are collected, not run:
 #    gpu_tests_collected=N).
@@ -179,6 +180,27 @@ print(f"preflight={'ok' if m['ok'] else 'failed'} preflight_sft_vs_plan={ratio('
 PYEOF
 )
 [ -n "$preflight" ] || preflight="preflight=failed preflight_sft_vs_plan=nan preflight_rl_vs_plan=nan preflight_vllm=failed"
+
+# 3b. The sharded path (compute.sharding fsdp: FSDP2, the path paper-32b takes), same spec
+# and GPU(s), vLLM left out (checked above): SFT and RL steps, KL probe, checkpoint.
+# Sharding needs ranks: one per GPU (2 CPU ranks on gloo in --dry-run).
+pf_ranks=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "$DRY_RUN" = 1 ] || [ "${pf_ranks:-0}" -lt 1 ] && pf_ranks=2
+phase "torchrun --nproc_per_node=$pf_ranks -m rmsweb.train.preflight ${pf_spec#"$ROOT"/} -o compute.sharding=fsdp --skip-vllm"
+(cd "$ROOT" && OMP_NUM_THREADS=1 timeout "$pf_limit" "$PY" -m torch.distributed.run \
+  --nproc_per_node="$pf_ranks" -m rmsweb.train.preflight "$pf_spec" \
+  -o compute.sharding=fsdp --skip-vllm --out "$LOG_DIR/preflight-fsdp") \
+  >"$LOG_DIR/preflight-fsdp.log" 2>&1
+code=$?
+grep -E '^(preflight|error|  fix)' "$LOG_DIR/preflight-fsdp.log" >&2
+if [ "$code" -ne 0 ]; then
+  echo "gpu_smoke: the sharded preflight failed (exit $code)" >&2
+  tail -n 5 "$LOG_DIR/preflight-fsdp.log" >&2
+  FAILED=1
+  preflight="$preflight preflight_fsdp=failed"
+else
+  preflight="$preflight preflight_fsdp=ok"
+fi
 
 # ---------------------------------------------------------------- 4. gpu tests
 cd "$ROOT" || exit 2

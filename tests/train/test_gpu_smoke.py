@@ -18,6 +18,7 @@ SUMMARY = (
     r"mfu_sft=\d+\.\d{3} mfu_rl=\d+\.\d{3} tokens_per_s=\d+ "
     r"sft_peak_gib=nan sft_plan_gib=\d+\.\d{2} rl_peak_gib=nan rl_plan_gib=\d+\.\d{2} "
     r"preflight=ok preflight_sft_vs_plan=nan preflight_rl_vs_plan=nan preflight_vllm=skipped "
+    r"preflight_fsdp=ok "
     r"gpu_tests_collected=(\d+)"
 )
 
