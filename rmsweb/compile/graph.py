@@ -248,8 +248,8 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             # not read it, so turning it on leaves the eval stage shared and cached.
             Read(f"eval.policies.{i}", frozenset({"every_checkpoint"})),
         ]
+        reads += policy_reads(spec, policy)
         if policy.kind == "checkpoint":
-            reads += [Read("model.prompt"), Read("model.backend")]
             for seed, source in trained[policy.source].items():
                 evals.append(add("eval", reads, {"policy": source}, policy.name, seed))
             # Validation allows every_checkpoint on rl policies only.
@@ -257,14 +257,6 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             if curve_seeds:
                 evals += _checkpoint_evals(add, policy.name, trained, curve_seeds)
             continue
-        if policy.kind == "openai":
-            reads.append(Read("model.prompt"))
-        elif policy.kind == "teacher":
-            # The collect stage's teacher: its mistake model, or its endpoint and prompt.
-            # Adherence only matters with reflections, which an eval episode never has.
-            reads.append(Read("collect.teacher", frozenset({"adherence"})))
-            if spec.collect.teacher.kind == "openai":
-                reads.append(Read("model.prompt"))
         evals.append(add("eval", reads, {}, variant=policy.name))
     evals += _suite_evals(spec, add, trained)
 
@@ -285,6 +277,23 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
     return stages
 
 
+def policy_reads(spec: ExperimentSpec, policy: Any) -> list[Read]:
+    """What an eval stage reads of the policy beyond its own entry: a checkpoint's prompt
+    and backend; an LLM's prompt; the collect stage's teacher (its mistake model, or its
+    endpoint and prompt; adherence only matters with reflections, which an eval episode
+    never has)."""
+    if policy.kind == "checkpoint":
+        return [Read("model.prompt"), Read("model.backend")]
+    if policy.kind == "openai":
+        return [Read("model.prompt")]
+    if policy.kind == "teacher":
+        reads = [Read("collect.teacher", frozenset({"adherence"}))]
+        if spec.collect.teacher.kind == "openai":
+            reads.append(Read("model.prompt"))
+        return reads
+    return []
+
+
 def _suite_evals(
     spec: ExperimentSpec, add: Callable[..., Stage], trained: dict[str, dict[int, Stage]]
 ) -> list[Stage]:
@@ -303,17 +312,11 @@ def _suite_evals(
                 Read("eval", frozenset({"policies", "splits", "suites"})),
                 Read(f"eval.policies.{i}", frozenset({"every_checkpoint", "splits"})),
             ]
+            reads += policy_reads(spec, policy)
             if policy.kind == "checkpoint":
-                reads += [Read("model.prompt"), Read("model.backend")]
                 for seed, source in trained[policy.source].items():
                     evals.append(add("eval", reads, {"policy": source}, variant, seed))
                 continue
-            if policy.kind == "openai":
-                reads.append(Read("model.prompt"))
-            elif policy.kind == "teacher":
-                reads.append(Read("collect.teacher", frozenset({"adherence"})))
-                if spec.collect.teacher.kind == "openai":
-                    reads.append(Read("model.prompt"))
             evals.append(add("eval", reads, {}, variant=variant))
     return evals
 
