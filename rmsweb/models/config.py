@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 
@@ -18,6 +18,11 @@ class TinySize:
     vision_depth: int = 2
     vision_hidden_size: int = 32
     patch_size: int = 16
+
+    @classmethod
+    def of(cls, model: Any) -> TinySize:
+        """The size fields of a tiny model's spec section (same names as here)."""
+        return cls(**{f.name: getattr(model, f.name) for f in fields(cls)})
 
 
 def text_config(tokenizer: Any, size: TinySize) -> dict[str, Any]:

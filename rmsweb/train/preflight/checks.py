@@ -147,18 +147,7 @@ def build_policy(spec: Any, device: str, seed: int = 0) -> Policy:
         from rmsweb.models.tiny import build_text_model
         from rmsweb.models.vl import build_vl_model
 
-        size = TinySize(
-            hidden_size=m.hidden_size,
-            num_layers=m.num_layers,
-            num_heads=m.num_heads,
-            num_kv_heads=m.num_kv_heads,
-            head_dim=m.head_dim,
-            intermediate_size=m.intermediate_size,
-            max_position_embeddings=m.max_position_embeddings,
-            vision_depth=m.vision_depth,
-            vision_hidden_size=m.vision_hidden_size,
-            patch_size=m.patch_size,
-        )
+        size = TinySize.of(m)
         tok = _tokenizer(m.vocab_size)
         is_vl = m.arch == "qwen3_vl"
         model = build_vl_model(tok, size, seed) if is_vl else build_text_model(tok, size, seed)

@@ -20,18 +20,7 @@ def main(io: StageIO) -> None:
     m = io.spec.model
     if m.kind != "tiny":
         raise ValueError("the model stage only exists for tiny models")  # the compiler ensures it
-    size = TinySize(
-        hidden_size=m.hidden_size,
-        num_layers=m.num_layers,
-        num_heads=m.num_heads,
-        num_kv_heads=m.num_kv_heads,
-        head_dim=m.head_dim,
-        intermediate_size=m.intermediate_size,
-        max_position_embeddings=m.max_position_embeddings,
-        vision_depth=m.vision_depth,
-        vision_hidden_size=m.vision_hidden_size,
-        patch_size=m.patch_size,
-    )
+    size = TinySize.of(m)
     start = time.time()
     texts = suite_corpus(io.spec.suite, m.corpus_seeds_per_task)
     info = save_tiny_model(io.out / "model", m.arch, texts, m.vocab_size, size, io.train_seed)
