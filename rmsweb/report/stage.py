@@ -41,7 +41,7 @@ def figures_dir(metrics: Path) -> Path:
     return metrics.parents[1] / "figures" / metrics.stem
 
 
-def _write_csv_atomic(path: Path, header: Sequence[str], rows: list[list[Any]]) -> None:
+def write_csv_atomic(path: Path, header: Sequence[str], rows: list[list[Any]]) -> None:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
@@ -107,6 +107,6 @@ def main(io: StageIO) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for name, header in PLOT_FILES.items():
-        _write_csv_atomic(io.plot_path(name), header, rep.plot_data[name])
+        write_csv_atomic(io.plot_path(name), header, rep.plot_data[name])
     write_json_atomic(summary_path(io.metrics), rep.summary)
     io.write_metrics(rep.metrics)

@@ -25,6 +25,7 @@ from .loader import (
     SpecError,
     SpecErrors,
     _parse_key,
+    _position,
     apply_overrides,
     load_located,
     merge_located,
@@ -204,14 +205,6 @@ def _split_key(key: str) -> list[str]:
     if len(parts) > 3 and parts[2] == "base":
         return [*parts[:3], ".".join(parts[3:])]
     return parts
-
-
-def _position(path: tuple[str, ...], located: Located) -> Pos:
-    for n in range(len(path), 0, -1):
-        pos = located.positions.get(path[:n])
-        if pos is not None:
-            return pos
-    return Pos(located.file, 1, 1)
 
 
 __all__ = [

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from rmsweb.report.pipeline import metrics_file
-from rmsweb.report.stage import _write_csv_atomic
+from rmsweb.report.stage import write_csv_atomic
 from rmsweb.spec.points import sweep_points
 from rmsweb.spec.sweep import Metric
 from rmsweb.stage_io import StageInputError, StageIO
@@ -39,7 +39,7 @@ def main(io: StageIO) -> None:
         results.append(read_point(point.name, point.shown, point.overrides, files, metric.key))
     summary = summarize(name, io.exp, sweep.model_dump(mode="json"), results)
     header, rows = csv_rows(summary)
-    _write_csv_atomic(io.plot_path("csv"), header, rows)
+    write_csv_atomic(io.plot_path("csv"), header, rows)
     png = io.plot_path("png")
     tmp_png = png.with_name(f".{png.name}.{os.getpid()}.tmp")
     tmp_png.write_bytes(figure(summary))
