@@ -443,6 +443,22 @@ def sweep_pick(
     run_guarded(lambda: load_impl("rmsweb.sweep.commands", "pick")(name, point, root, typer.echo))
 
 
+@sweep_app.command("capacity")
+def sweep_capacity(
+    name: Annotated[str, typer.Argument(help="A sweep with an axis on suite.train.count.")],
+    expert: Annotated[
+        Path | None,
+        typer.Option(help="The expert's eval metrics on the sweep's split (default: 1.0)."),
+    ] = None,
+    root: Annotated[Path, typer.Option(help="Project root.")] = Path("."),
+) -> None:
+    """The share of each task's expert - SFT gap that the sweep's highest budget of
+    demonstrations closes over its lowest (writes metrics/sweep/NAME.capacity.json)."""
+    run_guarded(
+        lambda: load_impl("rmsweb.sweep.commands", "capacity")(name, root, expert, typer.echo)
+    )
+
+
 @suite_app.command("list")
 def suite_list(
     suite: Annotated[str | None, typer.Argument(help="Suite name (default: all).")] = None,

@@ -102,3 +102,38 @@ def pick(name: str, wanted: str, root: Path, echo: Callable[[str], None]) -> Non
 def _index(sweep: Any, axis: str, point: SweepPoint) -> int:
     n = sweep.shape[list(sweep.axes).index(axis)]
     return next(i for i in range(n) if sweep.axis_label(axis, i) == point.axes[axis])
+
+
+def capacity(name: str, root: Path, expert_file: Path | None, echo: Callable[[str], None]) -> None:
+    """`rmsweb sweep capacity`: the capacity measure of a budget sweep (sweep/capacity.py)."""
+    from rmsweb.sweep.capacity import capacity as measure
+    from rmsweb.sweep.capacity import table as capacity_table
+
+    spec, _ = find_sweep(root, name)
+    results = _read_results(root, name, spec)
+    expert = None
+    if expert_file is not None:
+        try:
+            data = json.loads(expert_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UserError(
+                f"{display_path(expert_file)}: cannot read it as JSON ({exc})."
+            ) from None
+        per_task = data.get("per_task")
+        if not isinstance(per_task, dict) or data.get("split") != results["split"]:
+            raise UserError(
+                f"{display_path(expert_file)} is not an eval metrics file with per_task "
+                f"success on {results['split']} (split: {data.get('split')!r}). Give the "
+                "expert policy's eval on the sweep's split."
+            )
+        expert = {str(t): float(v) for t, v in per_task.items()}
+    try:
+        result = measure(results, expert)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    out = results_path(root, name).with_suffix(".capacity.json")
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out)
+    echo(capacity_table(result))
+    echo(f"written: {display_path(out)}")

@@ -50,6 +50,9 @@ class PointResult:
     n: int | None = None  # pooled units (episodes, task-seeds) where known
     seeds: dict[str, float] = field(default_factory=dict)  # role -> value
     missing: list[str] = field(default_factory=list)  # roles without the metric
+    # Per task, the mean over seeds, where the metrics file breaks the metric down
+    # (an eval's `per_task` success): what the capacity measure reads (sweep/capacity.py).
+    per_task: dict[str, float] = field(default_factory=dict)
 
 
 def read_point(
@@ -63,6 +66,7 @@ def read_point(
     result = PointResult(point, dict(axes), dict(overrides))
     hits = successes = 0
     counted = True
+    by_task: dict[str, list[float]] = {}
     for role, file in sorted(files.items()):
         data = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else {}
         value = data.get(key)
@@ -70,6 +74,11 @@ def read_point(
             result.missing.append(role)
             continue
         result.seeds[role] = float(value)
+        per_task = data.get("per_task") if key == "success" else None
+        if isinstance(per_task, dict):
+            for task, rate in per_task.items():
+                if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+                    by_task.setdefault(str(task), []).append(float(rate))
         denominator = data.get(DENOMINATORS.get(key, ""), None)
         if isinstance(denominator, int) and denominator > 0 and 0 <= value <= 1:
             hits += denominator
@@ -80,6 +89,7 @@ def read_point(
     if not values:
         return result
     result.value = sum(values) / len(values)
+    result.per_task = {t: sum(v) / len(v) for t, v in sorted(by_task.items())}
     if counted and hits:
         result.n = hits
         result.ci_low, result.ci_high = wilson_interval(successes, hits)
