@@ -191,7 +191,13 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
         # the sky task runs it first (it leads the registry's order).
         preflight = add(
             "preflight",
-            [Read("model"), Read("sft"), Read("rl"), Read("suite.browser"), Read("compute")],
+            [
+                Read("model"),
+                Read("sft", frozenset({"demos_per_task"})),  # sizes steps, not data
+                Read("rl"),
+                Read("suite.browser"),
+                Read("compute"),
+            ],
             {},
         )
 
@@ -215,7 +221,9 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
         sft_read = Read(
             "sft",
             frozenset({"save_minutes"}),  # when checkpoints are written, not what is trained
-            frozenset({"epochs"}),  # null: max_steps decides, as before the field existed
+            # null: max_steps decides, and every collected seed is trained on, as before
+            # these fields existed
+            frozenset({"epochs", "demos_per_task"}),
         )
         sft = add("sft", [Read("model"), sft_read], sft_upstream, seed=seed)
         if preflight is not None:

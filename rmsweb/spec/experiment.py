@@ -13,6 +13,7 @@ from .eval import EvalSpec
 from .mine import MineSpec
 from .miniwob_tasks import MINIWOB_EXPERT_TASKS
 from .model import ModelSpec, TinyModel
+from .regime import RegimeSpec
 from .report import ReportSpec
 from .rl import RLSpec, SalvageDS
 from .serve import local_port
@@ -46,6 +47,10 @@ class ExperimentSpec(SpecModel):
     sft: SFTSpec = Field(default_factory=SFTSpec, description="Supervised fine-tuning.")
     mine: MineSpec = Field(default_factory=MineSpec, description="Failure-mode mining (M).")
     rl: RLSpec = Field(default_factory=SalvageDS, description="RL on mined states (S).")
+    regime: RegimeSpec = Field(
+        default_factory=RegimeSpec,
+        description="Headroom, reach and length before RL (the regime stage, per seed).",
+    )
     eval: EvalSpec = Field(default_factory=EvalSpec, description="Held-out evaluation.")
     report: ReportSpec = Field(default_factory=ReportSpec, description="Report and viewer.")
     compute: ComputeSpec = Field(default_factory=ComputeSpec, description="SkyPilot resources.")
@@ -121,6 +126,20 @@ class ExperimentSpec(SpecModel):
                 )
         if isinstance(self.suite, MiniWoBSuite):
             self._experts_exist(self.suite)
+        budget, train = self.sft.demos_per_task, getattr(self.suite, "train", None)
+        if budget is not None and train is None:
+            raise SpecFieldError(
+                "sft.demos_per_task",
+                f"sft.demos_per_task counts train seeds per task, and a {self.suite.kind} "
+                "suite has one episode per task. Fix: remove it (null).",
+            )
+        if budget is not None and train is not None and budget > train.count:
+            raise SpecFieldError(
+                "sft.demos_per_task",
+                f"sft.demos_per_task ({budget}) exceeds the train seeds collected per task "
+                f"(suite.train.count {train.count}). Fix: lower it, or raise "
+                "suite.train.count.",
+            )
         if self.model.prompt.screenshot and not self.suite.browser.screenshots:
             raise SpecFieldError(
                 "model.prompt.screenshot",

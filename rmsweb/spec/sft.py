@@ -28,6 +28,13 @@ class SFTSpec(SpecModel):
         "samples / global batch), in place of max_steps (null: max_steps). `rmsweb plan` "
         "estimates the samples of live suites.",
     )
+    demos_per_task: int | None = Field(
+        None,
+        ge=1,
+        description="Demonstrations per task: SFT trains on the kept trajectories of the first "
+        "N train seeds of each task only (null: every collected seed). Budgets of one "
+        "collection share it: a budget study collects once, at its largest budget.",
+    )
     learning_rate: float = Field(1e-3, gt=0, lt=1, description="Peak learning rate.")
     lr_scheduler: Literal["cosine", "linear", "constant"] = Field(
         "cosine", description="Decay after warmup."

@@ -45,6 +45,20 @@ def kept_records(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
     return [best[k] for k in sorted(best)]
 
 
+def within_budget(
+    records: list[EpisodeRecord], start: int, demos_per_task: int | None
+) -> list[EpisodeRecord]:
+    """The records of each task's first `demos_per_task` train seeds (all when None).
+
+    A budget counts train seeds, not successes: a seed whose teacher never succeeded
+    spends its place, as a demonstration that could not be had.
+    """
+    if demos_per_task is None:
+        return records
+    end = start + demos_per_task
+    return [r for r in records if start <= r.episode.seed < end]
+
+
 def build_samples(
     records: list[EpisodeRecord], prompt: PromptConfig, count_tokens: Callable[[str], int]
 ) -> list[Sample]:

@@ -28,7 +28,7 @@ from rmsweb.compile.identity import checkpoint_dir
 from rmsweb.errors import UserError
 from rmsweb.models.config import lora_kwargs
 from rmsweb.stage_io import StageIO
-from rmsweb.train.sft.samples import build_samples, write_samples
+from rmsweb.train.sft.samples import build_samples, within_budget, write_samples
 from rmsweb.train.sft.trainer import (
     SFTHyper,
     epoch_steps,
@@ -62,7 +62,9 @@ def main(io: StageIO) -> None:
         trust_remote_code=getattr(m, "trust_remote_code", False),
     )
     prompt = prompt_config(m)
-    records = read_records(collect_dir)
+    records = within_budget(
+        read_records(collect_dir), spec.suite.train.start, s.demos_per_task
+    )  # sft.demos_per_task: the first N train seeds of each task
 
     def count(text: str) -> int:
         return len(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
