@@ -445,7 +445,7 @@ def sweep_pick(
 
 @sweep_app.command("capacity")
 def sweep_capacity(
-    name: Annotated[str, typer.Argument(help="A sweep with an axis on suite.train.count.")],
+    name: Annotated[str, typer.Argument(help="A sweep with an axis on sft.demos_per_task.")],
     expert: Annotated[
         Path | None,
         typer.Option(help="The expert's eval metrics on the sweep's split (default: 1.0)."),

@@ -1,6 +1,7 @@
 """The capacity measure: how much of each task's expert − SFT gap more demonstrations close.
 
-A sweep whose axis moves `suite.train.count` (the demonstrations per task) holds, per
+A sweep whose axis moves the demonstrations per task (`sft.demos_per_task`, which
+shares one collection between budgets, or `suite.train.count`) holds, per
 point, the SFT policy's success per task on val. For each combination of its other axes
 (a model size, a pretraining budget), the lowest budget B and the highest budget H are
 compared task by task:
@@ -31,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-BUDGET_KEY = "suite.train.count"
+BUDGET_KEYS = ("sft.demos_per_task", "suite.train.count")
 MIN_GAP = 0.02  # below this there is nothing to close (about one episode in 50)
 HALF = 0.5
 
@@ -39,13 +40,14 @@ HALF = 0.5
 def budget_axis(summary: Mapping[str, Any]) -> str | None:
     """The axis that moves the demonstrations per task, if any."""
     for axis, keys in summary["axes"].items():
-        if BUDGET_KEY in keys:
+        if any(k in keys for k in BUDGET_KEYS):
             return axis
     return None
 
 
 def _budget(point: Mapping[str, Any]) -> int:
-    return int(point["overrides"][BUDGET_KEY])
+    key = next(k for k in BUDGET_KEYS if k in point["overrides"])
+    return int(point["overrides"][key])
 
 
 def task_row(expert: float, low: float, high: float) -> dict[str, Any]:
@@ -89,7 +91,8 @@ def capacity(
     axis = budget_axis(summary)
     if axis is None:
         raise ValueError(
-            f"sweep {summary['sweep']} has no axis on {BUDGET_KEY}: the capacity measure "
+            f"sweep {summary['sweep']} has no axis on {' or '.join(BUDGET_KEYS)}: the capacity "
+            "measure "
             "compares budgets of demonstrations per task."
         )
     groups: dict[str, list[Mapping[str, Any]]] = {}
