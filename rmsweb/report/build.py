@@ -30,6 +30,7 @@ from rmsweb.report.document import (
     to_markdown,
 )
 from rmsweb.report.live import live_cells, live_sections
+from rmsweb.report.rl_baselines import RLArm, baselines_blocks
 from rmsweb.report.steps_section import steps_section
 from rmsweb.report.summary import summary_metrics
 from rmsweb.report.tables import (
@@ -268,15 +269,19 @@ def rl_section(
     reasons: list[dict],
     stages: Mapping[str, pipeline.StageRecord] | None = None,
     drift: Mapping[str, list[dict]] | None = None,
+    rl_arms: Sequence[RLArm] = (),
 ) -> Section:
     """Per RL run: steps, gate outcomes, rewards, losses, the groups that had contrast but
     the competence bounds alone rejected, and the KL to the SFT policy at the end (from
     the RL stage's metrics file, `kl_to_sft_final`); `drift` (role -> the stage's curves
-    CSV rows) adds the KL to SFT and the policy's entropy at the probe steps."""
+    CSV rows) adds the KL to SFT and the policy's entropy at the probe steps; `rl_arms`
+    (rl_baselines.rl_arms of the report's specs) how each RL arm's loss differs from
+    Salvage-DS, written from its rl spec."""
     sec = Section("RL: rewards, gate and losses")
     kl_of = {r.run: r.metrics.get("kl_to_sft_final") for r in (stages or {}).values()}
     if not curve:
         sec.blocks.append(_absent("RL curves", "rl_groups", "rl"))
+        sec.blocks += baselines_blocks(rl_arms)
         return sec
     runs = list(dict.fromkeys(r["run"] for r in curve))
     several = len(runs) > 1
@@ -381,6 +386,7 @@ def rl_section(
         ]
         for r in curve
     ]
+    sec.blocks += baselines_blocks(rl_arms)
     return sec
 
 
