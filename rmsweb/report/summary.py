@@ -11,6 +11,10 @@ the files of two experiments compare key by key:
 - val_success/<policy>: val success of trained policies, mean over seeds;
 - collect/yield, collect/first_try_yield: share of (task, seed) units solved;
 - sft/loss_final, mine/states, rl/accept_rate: mean over training seeds;
+- regime_headroom, regime_reach_val, regime_reach_mined, regime_length: the regime
+  stages' pooled headroom (expert − SFT on val, mean over seeds), reach (pass@G at the
+  RL temperature on val and on mined failure states, counts pooled over seeds) and the
+  expert's mean steps, as the report's Regime section gives them (regime_section.py);
 - wall_min: minutes of this experiment's stages (reports excluded); cost_usd: dollars
   at the spec's prices (tokens only).
 Pure: the report's metrics and the upstream stages' metrics files in, a dict out.
@@ -21,6 +25,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
+
+from rmsweb.report.regime_section import combine
+
+# (key in the summary, key of the regime section's pooled values)
+REGIME = (
+    ("regime_headroom", "headroom"),
+    ("regime_reach_val", "reach_val"),
+    ("regime_reach_mined", "reach_mined"),
+    ("regime_length", "expert_steps"),
+)
 
 # (key in the summary, stage kind of the role, key in that stage's metrics file)
 PER_SEED = (
@@ -76,6 +90,15 @@ def summary_metrics(
             if (role == kind or role.startswith(f"{kind}-s")) and m.get(field) is not None
         ]
         out[key] = _mean(values)
+    regime = [
+        m["pooled"]
+        for role, m in own.items()
+        if (role == "regime" or role.startswith("regime-s")) and m.get("pooled")
+    ]
+    if regime:
+        pooled = combine(regime)
+        for key, field in REGIME:
+            out[key] = round(pooled[field], 4) if pooled[field] is not None else None
     wall = report_metrics.get("stages/wall_s")
     out["wall_min"] = round(wall / 60, 1) if wall is not None else None
     out["cost_usd"] = report_metrics.get("stages/cost_usd")
