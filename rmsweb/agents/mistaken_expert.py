@@ -26,10 +26,27 @@ This policy acts like a fallible teacher built on it:
    wrong step or the wrong action does not help; one that calls the right action
    wrong makes the teacher leave the shortest path (its next preference is
    another acceptable action, else a plausible wrong click, else stop).
-4. No oracle labels are read: the acceptable actions come from the expert itself.
+4. Habits (`habits`, off unless set): wasted steps the teacher takes in the same
+   states every time, as an LLM teacher does, where detours are drawn per attempt.
+   A state kind is the task, the step of the task (the expert actions taken so far),
+   the type of the expert's next action and its element's role; no episode seed. Each
+   has at most one habit: of the kinds that fit it, one drawn by a hash of (seed, state
+   kind), which fires when a second hash is below the habit rate. So the same state
+   kind of a task shows the same habit in every episode, attempt and blind retry, and
+   the state kinds at a lower rate are among those at a higher one. The kinds
+   (HABIT_KINDS): inspect (click a field before filling or selecting it), retype (fill
+   a field again with the same value), detour_open (click a plain-text element it does
+   not need, a label or a heading, before a click) and scroll_first (scroll down
+   before the attempt's first action). A habit yields to a planned mistake or detour
+   at the same step. A followed note (3.) that calls the habit's action wrong drops it on the
+   retry, whatever step the note names: dropping earlier wasted steps moves the later
+   ones, and a teacher told "Step 5: scrolled down; it failed" knows the scroll when it
+   comes. A note not followed leaves the habit in place.
+5. No oracle labels are read: the acceptable actions come from the expert itself.
 
 Everything is deterministic per (seed, task, task seed, attempt), so collection
-reruns give the same data and `retry: none` equals plain collection.
+reruns give the same data and `retry: none` equals plain collection. Without habits
+(None or rate 0) no habit draw is made and the teacher acts exactly as before them.
 """
 
 from __future__ import annotations
@@ -40,6 +57,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rmsweb.agents.advice import Advice, parse_advice
 from rmsweb.agents.base import ActResult
@@ -224,6 +242,92 @@ FALLS_BACK = frozenset({"distractor_click", "wrong_field", "wrong_option", "prem
 UNTARGETED = frozenset({"wrong_option", "literal_value", "wrong_label"})
 
 
+# ---------------------------------------------------------------- habits
+# Each kind: the wasted step before the expert's action (retype: after it, the same
+# fill again), in the states it fits. A state (a step of the task) has one habit at most.
+HABIT_KINDS = ("inspect", "retype", "detour_open", "scroll_first")
+SELECTS = {"combobox", "listbox"}
+
+
+@dataclass(frozen=True)
+class Habits:
+    """Which habits the teacher has, and the share of state kinds each fires in."""
+
+    rate: float
+    kinds: tuple[str, ...] = HABIT_KINDS
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.kinds) - set(HABIT_KINDS))
+        if unknown:
+            raise ValueError(f"unknown habit kinds {unknown}; known: {list(HABIT_KINDS)}")
+
+    @property
+    def on(self) -> bool:
+        return self.rate > 0 and bool(self.kinds)
+
+    @staticmethod
+    def of(spec: Any) -> Habits | None:
+        """From a spec's `collect.teacher.habits` section (None: no habits)."""
+        return None if spec is None else Habits(float(spec.rate), tuple(spec.kinds))
+
+
+def state_kind(task: str, progress: int, action: Action, obs: Observation) -> tuple:
+    """What a habit keys on: the task, the step of the task (expert actions so far), and
+    the type of the expert's next action and its element's role; never the episode seed
+    or what only that seed shows (names, values)."""
+    el = obs.elements.get(action.target or "")
+    return (task, progress, action.type, el.role if el is not None else "")
+
+
+def _plain_text(obs: Observation, action: Action) -> list[str]:
+    """Plain-text elements (labels, headings) the action does not target, in page order."""
+    return [e for e, x in obs.elements.items() if x.role in STATIC and e != action.target]
+
+
+def habit_fits(habit: str, progress: int, action: Action, obs: Observation) -> bool:
+    """Does `habit` fit the state where the expert would take `action`?
+
+    scroll_first: the attempt's first action; inspect: a fill or select of a field that
+    is not focused; retype: a fill; detour_open: a click, on a page with plain text."""
+    el = obs.elements.get(action.target or "")
+    if habit == "scroll_first":
+        return progress == 0
+    if habit == "inspect":
+        return (
+            action.type in ("fill", "select")
+            and el is not None
+            and el.role in TEXT_FIELDS | SELECTS
+            and "focused" not in el.states
+        )
+    if habit == "retype":
+        return action.type == "fill"
+    if habit == "detour_open":
+        return action.type == "click" and bool(_plain_text(obs, action))
+    return False
+
+
+def habit_action(habit: str, action: Action, obs: Observation, pick: random.Random) -> Action:
+    """The wasted step of a habit that fits (habit_fits) before the expert's `action`;
+    retype's is the same fill, taken again after it."""
+    if habit == "scroll_first":
+        return scroll("down")
+    if habit == "inspect":
+        return click(action.target or "")
+    if habit == "detour_open":
+        return click(pick.choice(_plain_text(obs, action)))
+    return action
+
+
+@dataclass
+class HabitState:
+    """An attempt's progress through its task, for the habits' state kinds."""
+
+    progress: int = 0  # expert actions taken so far: the step of the task
+    decided: int = -1  # the last progress whose habit was decided (taken or not)
+    retype: Action | None = None  # the fill to take again at the next step
+    steps: list[tuple[int, str]] = field(default_factory=list)  # (step, habit) taken
+
+
 @dataclass(frozen=True)
 class MistakePlan:
     error_step: int | None
@@ -248,6 +352,7 @@ class MistakenExpert:
         seed: int = 0,
         name: str = "expert",
         max_mistake_step: int = 3,
+        habits: Habits | None = None,
     ) -> None:
         self.experts = dict(experts)
         self.error_rate = error_rate
@@ -275,6 +380,9 @@ class MistakenExpert:
         self._beliefs: dict[tuple[str, int, int], dict[str, str]] = {}
         # The task-breaking mistake each attempt made: (step, kind).
         self.injected: dict[tuple[str, int, int], tuple[int, str]] = {}
+        self.habits = habits
+        # Each attempt's progress through its task, and the habit steps it took.
+        self._habit_state: dict[tuple[str, int, int], HabitState] = {}
 
     # ------------------------------------------------------------------ the plan
 
@@ -311,11 +419,13 @@ class MistakenExpert:
         Whether a note is followed is drawn once per (attempt, reflection, note), so
         the same note is heeded or ignored consistently through the attempt.
         """
+        return [a for a in self._followed(request) if a.applies(request.step)]
+
+    def _followed(self, request: ActRequest) -> list[Advice]:
+        """Every note of the reflections so far that this attempt follows, at any step."""
         out = []
         for r, text in enumerate(request.reflections):
             for n, advice in enumerate(parse_advice(text)):
-                if not advice.applies(request.step):
-                    continue
                 rng = _rng(self.seed, request.task_id, request.seed, request.attempt, "heed", r, n)
                 if rng.random() < self.adherence:
                     out.append(advice)
@@ -334,6 +444,7 @@ class MistakenExpert:
             self._pending.pop(key, None)
             self._beliefs.pop(key, None)
             self.injected.pop(key, None)
+            self._habit_state.pop(key, None)
         beliefs = self._beliefs.setdefault(key, {})
         obs = request.observation
 
@@ -349,6 +460,7 @@ class MistakenExpert:
             return not any(advice.forbids(a, obs) for advice in avoid)
 
         queued = self._pending.get(key)
+        own = False  # the expert's own action, which a habit may precede or repeat
         if queued and allowed(queued[0]):
             action = queued.pop(0)
         else:
@@ -356,13 +468,69 @@ class MistakenExpert:
             options, error = self._options(request, acceptable, replan)
             chosen = next((o for o in options if allowed(o[0])), options[0])
             action = chosen[0]
+            own = len(chosen) == 1 and action in acceptable
             if len(chosen) > 1:
                 self._pending[key] = list(chosen[1:])
             if error is not None and chosen is error[0]:
                 mistake, kind = error[1], error[2]
                 beliefs.update(mistake.believe)
                 self.injected[key] = (request.step, kind)
+        if self.habits is not None and self.habits.on:
+            action = self._habit(request, key, action, own)
         return ActResult(text=format_action(action), latency_s=time.perf_counter() - t)
+
+    def _habit(
+        self, request: ActRequest, key: tuple[str, int, int], action: Action, own: bool
+    ) -> Action:
+        """The habit step the teacher takes instead of `action`, or `action` itself.
+
+        `own`: `action` is the expert's (no planned mistake or detour at this step); only
+        then does a habit fire. A state (a step of the task) has at most one habit: of
+        the kinds that fit it, the one its state kind draws, taken when the kind's draw
+        is below the rate. Counts the expert's actions taken (the step of the task)."""
+        assert self.habits is not None
+        hs = self._habit_state.setdefault(key, HabitState())
+        retype, hs.retype = hs.retype, None
+        if not own:
+            return action
+        obs = request.observation
+
+        def dropped(wasted: Action) -> bool:
+            # A followed note calling this action wrong, at whatever step it names.
+            return any(a.forbids(wasted, obs) for a in self._followed(request))
+
+        if retype is not None and not dropped(retype):
+            hs.steps.append((request.step, "retype"))
+            return retype
+        progress = hs.progress
+        if hs.decided < progress:
+            hs.decided = progress
+            habit = self._habit_of(state_kind(request.task_id, progress, action, obs), action, obs)
+            if habit == "retype":
+                hs.retype = action
+            elif habit is not None:
+                kind = state_kind(request.task_id, progress, action, obs)
+                wasted = habit_action(habit, action, obs, _rng(self.seed, "habit-pick", *kind))
+                if not dropped(wasted):
+                    hs.steps.append((request.step, habit))
+                    return wasted
+        hs.progress += 1
+        return action
+
+    def _habit_of(self, kind: tuple, action: Action, obs: Observation) -> str | None:
+        """The habit of this state kind, or None: the same answer in every episode."""
+        assert self.habits is not None
+        fitting = [h for h in self.habits.kinds if habit_fits(h, kind[1], action, obs)]
+        if not fitting:
+            return None
+        habit = _rng(self.seed, "habit-kind", *kind).choice(sorted(fitting))
+        return habit if _rng(self.seed, "habit", habit, *kind).random() < self.habits.rate else None
+
+    def habit_steps(self, task: str, seed: int, attempt: int) -> list[tuple[int, str]]:
+        """The habit steps an attempt took: (step, habit). For measurement, never shown to
+        the reflector."""
+        hs = self._habit_state.get((task, seed, attempt))
+        return list(hs.steps) if hs is not None else []
 
     def mistake_of(self, task: str, seed: int, attempt: int) -> tuple[int, str] | None:
         """The task-breaking mistake this attempt made: (step, kind), or None. For grading
@@ -434,3 +602,4 @@ class MistakenExpert:
     async def close(self) -> None:
         self._pending.clear()
         self._beliefs.clear()
+        self._habit_state.clear()

@@ -12,6 +12,7 @@ critic rule targets pooled apart.
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 
 from rmsweb.agents.mistaken_expert import UNTARGETED
@@ -45,6 +46,41 @@ def critic_by_kind(reflections: list[ReflectionRow], success: dict[str, bool]) -
     return out
 
 
+BOOTSTRAP_SAMPLES = 2000
+BOOTSTRAP_SEED = 0  # fixed: the metrics are a deterministic function of the data
+
+
+def _percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    k = (len(values) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def steps_saved(pairs: list[tuple[int, int]]) -> dict[str, float | int | None]:
+    """1 − Σ kept / Σ attempt-0 steps over (attempt-0 steps, kept steps) unit pairs, with a
+    95% bootstrap interval over the units (module doc)."""
+
+    def saved(sample: list[tuple[int, int]]) -> float:
+        first = sum(a for a, _ in sample)
+        return 1 - sum(k for _, k in sample) / first if first else 0.0
+
+    out: dict[str, float | int | None] = {
+        "steps_saved_units": len(pairs),
+        "steps_saved": None,
+        "steps_saved_ci_low": None,
+        "steps_saved_ci_high": None,
+    }
+    if not pairs:
+        return out
+    rng = random.Random(BOOTSTRAP_SEED)
+    boots = [saved(rng.choices(pairs, k=len(pairs))) for _ in range(BOOTSTRAP_SAMPLES)]
+    out["steps_saved"] = round(saved(pairs), 4)
+    out["steps_saved_ci_low"] = round(_percentile(boots, 0.025), 4)
+    out["steps_saved_ci_high"] = round(_percentile(boots, 0.975), 4)
+    return out
+
+
 def _round(value: float | None, digits: int) -> float | None:
     return round(value, digits) if value is not None else None
 
@@ -69,6 +105,14 @@ def collection_metrics(records: list[EpisodeRecord], max_attempts: int) -> tuple
         if (wins := [r.episode for r in rs if r.episode.success])
     ]
     kept = len(kept_eps)
+    # Units whose attempt 0 succeeded: its steps beside the kept trajectory's.
+    saved_pairs = []
+    for rs in by_key.values():
+        eps = [r.episode for r in rs]
+        first = [e for e in eps if e.attempt == 0 and e.success]
+        if first:
+            best = min(e.n_steps for e in eps if e.success)
+            saved_pairs.append((first[0].n_steps, best))
     # Against the task-level reference length (the oracle's gold length where the suite
     # has one): a success with more steps took a detour.
     graded = [r.episode for r in records if r.episode.success and r.episode.reference_steps]
@@ -99,6 +143,8 @@ def collection_metrics(records: list[EpisodeRecord], max_attempts: int) -> tuple
         "kept": kept,
         "kept_mean_steps": per(sum(e.n_steps for e in kept_eps), kept, 3),
         "kept_steps_over_gold": _round(per(sum(kept_ratio), len(kept_ratio), 6), 4),
+        "attempt0_mean_steps": per(sum(a for a, _ in saved_pairs), len(saved_pairs), 3),
+        **steps_saved(saved_pairs),
         "detour_fraction": per(detoured, len(graded), 4),
         "failure_fraction": per(failures, attempts, 4),
         "env_errors": sum(1 for r in records if r.episode.error),

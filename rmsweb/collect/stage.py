@@ -98,5 +98,7 @@ def main(io: StageIO) -> None:
     if c.teacher.kind == "expert":  # the mistake model's settings, for the retry study
         metrics["teacher_persistence"] = c.teacher.persistence
         metrics["teacher_adherence"] = c.teacher.adherence
+        # 0 without habits: the habit sweeps' rows (rmsweb.report.retry_study).
+        metrics["teacher_habit_rate"] = c.teacher.habits.rate if c.teacher.habits else 0.0
     write_curve(io.plot_path("yield.csv"), curve)
     io.write_metrics(metrics)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SerializationInfo, field_validator, model_serializer, model_validator
 
 from .common import SpecFieldError, SpecModel, default_kind
 from .serve import VLLMServer, local_port
@@ -19,6 +19,7 @@ ErrorKind = Literal[
     "wrong_label",
 ]
 DetourKind = Literal["irrelevant_click", "scroll", "back_and_forth"]
+HabitKind = Literal["inspect", "retype", "detour_open", "scroll_first"]
 
 
 class OpenAIEndpoint(SpecModel):
@@ -52,6 +53,35 @@ class OpenAIEndpoint(SpecModel):
             except ValueError as exc:
                 raise SpecFieldError("base_url", str(exc)) from None
         return self
+
+
+class HabitsSpec(SpecModel):
+    """The teacher's habits: wasted steps it takes in the same states every time."""
+
+    rate: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of the state kinds (task, step of the task, action and role of its "
+        "element) in which each habit fires; where it fires it fires in every episode and "
+        "attempt (a habit, not a draw). 0: no habits. Nested: the state kinds at a lower "
+        "rate are among those at a higher one.",
+    )
+    kinds: list[HabitKind] = Field(
+        default_factory=lambda: list(get_args(HabitKind)),
+        min_length=1,
+        description="inspect: click a field before filling or selecting it; retype: fill a "
+        "field again with the same value; detour_open: click a plain-text element it does not "
+        "need (a label, a heading) before acting; scroll_first: scroll down before acting "
+        "(rmsweb.agents.mistaken_expert).",
+    )
+
+    @field_validator("kinds")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("a habit kind is listed twice; list each kind once.")
+        return v
 
 
 class ExpertTeacher(SpecModel):
@@ -105,6 +135,22 @@ class ExpertTeacher(SpecModel):
         min_length=1,
         description="Detours the teacher may take.",
     )
+    habits: HabitsSpec | None = Field(
+        None,
+        description="Habits: wasted steps the teacher takes in the same states every time, "
+        "as an LLM teacher does (the per-attempt detours of detour_rate beside them). A "
+        "reflection that names a habit's step lets the teacher drop it on the retry (with "
+        "probability adherence). null (the default): none.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_habits(self, handler: Any, info: SerializationInfo) -> Any:
+        # Left out while null, so specs without habits dump (params.yaml) and hash (the
+        # collect stage's identity) exactly as before the field existed.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("habits", 0) is None:
+            data.pop("habits")
+        return data
 
 
 class OpenAITeacher(OpenAIEndpoint):
