@@ -16,6 +16,7 @@ from rmsweb.spec import ExperimentSpec, Pos, SpecError, SpecErrors, load_experim
 from rmsweb.spec.loader import display_path
 from rmsweb.spec.points import SweepPoint, all_points
 from rmsweb.spec.schema import SCHEMA_FILE, render_schema
+from rmsweb.spec.variants import Variant, other_variants
 
 from .dvcfile import render_dvc_yaml, render_params_yaml, stage_names
 from .graph import Stage, plan_project
@@ -31,6 +32,7 @@ class Project:
     sources: dict[str, Path]  # experiment name -> spec file
     stages: list[Stage]
     points: list[SweepPoint] = field(default_factory=list)  # the specs' sweep points
+    variants: list[Variant] = field(default_factory=list)  # their grids' other cells
 
 
 def discover(paths: list[Path]) -> list[Path]:
@@ -97,7 +99,8 @@ def load_project(root: Path) -> Project:
     # The committed dvc.yaml's names: their owners keep them (graph.py, stable ownership).
     stages = plan_project(specs, stage_names(root / "dvc.yaml"))
     points = [p for spec in specs for p in all_points(spec)]
-    return Project(specs, sources, stages, points)
+    variants = [v for spec in specs for v in other_variants(spec)]
+    return Project(specs, sources, stages, points, variants)
 
 
 def compile_project(root: Path) -> dict[str, str]:
@@ -109,12 +112,15 @@ def compile_project(root: Path) -> dict[str, str]:
     project = load_project(root)
     out = {
         "dvc.yaml": render_dvc_yaml(project.stages),
-        # The points are experiments too: their stages read their sections.
-        "params.yaml": render_params_yaml([*project.specs, *(p.spec for p in project.points)]),
+        # The points and grid cells are experiments too: their stages read their sections.
+        "params.yaml": render_params_yaml(
+            [*project.specs, *(p.spec for p in project.points), *(v.spec for v in project.variants)]
+        ),
         f"{SCHEMA_DIR}/{SCHEMA_FILE}": render_schema(),
     }
     specs = {spec.name: spec for spec in project.specs}
     specs.update({p.name: p.spec for p in project.points})
+    specs.update({v.name: v.spec for v in project.variants})
     for spec in project.specs:
         source = project.sources[spec.name].resolve().relative_to(root.resolve()).as_posix()
         out[f"sky/{spec.name}.yaml"] = render_sky_yaml(spec, project.stages, source, specs)

@@ -393,11 +393,13 @@ def plan_project(
     specs = list(specs)
     kept = previous_owners(previous_names)
     plans = {spec.name: plan_experiment(spec) for spec in specs}
-    points = _plan_sweeps(specs, plans)
-    # `report.compare`: the other experiments' collect and eval stages feed this report.
+    variants = _plan_grids(specs, plans)
+    points = _plan_sweeps(specs, plans) | set(variants)
+    # `report.compare`: the other experiments' collect and eval stages feed this report;
+    # with a grid, so do the cells of the spec and of every compared spec.
     for spec in specs:
         report = next(s for s in plans[spec.name] if s.kind == "report")
-        for other in spec.report.compare:
+        for other in _compared(spec, variants):
             if other not in plans:
                 raise UserError(
                     f"experiment {spec.name}: report.compare names {other!r}, which is not an "
@@ -429,6 +431,34 @@ def plan_project(
         canonical.values(),
         key=lambda s: (rank[s.kind], s.owner, s.variant or "", -1 if s.seed is None else s.seed),
     )
+
+
+def _plan_grids(specs: list[ExperimentSpec], plans: dict[str, list[Stage]]) -> dict[str, str]:
+    """Add each grid cell's experiment (every stage but a report) to `plans`; returns
+    variant name -> its spec's name. Variant names must be new names."""
+    from rmsweb.spec.variants import other_variants
+
+    out: dict[str, str] = {}
+    for spec in specs:
+        for variant in other_variants(spec):
+            if variant.name in plans:
+                raise UserError(
+                    f"experiment {spec.name}: grid cell {variant.name} has the name of another "
+                    "experiment or cell. Rename the grid's labels or the other experiment."
+                )
+            plans[variant.name] = [s for s in plan_experiment(variant.spec) if s.kind != "report"]
+            out[variant.name] = spec.name
+    return out
+
+
+def _compared(spec: ExperimentSpec, variants: dict[str, str]) -> list[str]:
+    """report.compare, and with a grid the cells of the spec and of each compared spec."""
+    names = list(spec.report.compare)
+    if spec.grid is None:
+        return names
+    owners = [spec.name, *names]
+    cells = [v for o in owners for v, parent in variants.items() if parent == o]
+    return names + [c for c in cells if c not in names]
 
 
 def _metric_stages(stages: list[Stage], metric: Metric) -> list[Stage]:

@@ -10,6 +10,7 @@ from .collect import CollectSpec
 from .common import Name, SpecFieldError, SpecModel, default_kind
 from .compute import ComputeSpec
 from .eval import EvalSpec
+from .grid import GridSpec
 from .mine import MineSpec
 from .miniwob_tasks import MINIWOB_EXPERT_TASKS
 from .model import ModelSpec, TinyModel
@@ -58,6 +59,12 @@ class ExperimentSpec(SpecModel):
         default_factory=dict,
         description="Named grids over this spec, run on val and ranked by one metric; each "
         "point compiles into its own stages beside the spec's (rmsweb/spec/sweep.py).",
+    )
+    grid: GridSpec | None = Field(
+        None,
+        description="The study run again at other values of a few settings (e.g. the "
+        "demonstrations per task): variants <name>-<label> on the spec's own splits, "
+        "reported cell by cell (rmsweb/spec/grid.py). Inherited by `extends:`; null: none.",
     )
 
     @model_validator(mode="before")

@@ -11,7 +11,6 @@ axis's line rather than at compile or run time.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,18 +23,16 @@ from .loader import (
     Pos,
     SpecError,
     SpecErrors,
-    _parse_key,
     _position,
     apply_overrides,
     load_located,
     merge_located,
     validate_located,
 )
+from .naming import MAX_NAME, _nested, point_name, shown_value
 from .report import ReportSpec
 from .sweep import Metric, SweepSpec
-
-# Point names are experiment names, which stage names, folders and SQL carry.
-MAX_NAME = 64  # ExperimentSpec.name's limit
+from .variants import check_grid
 
 
 @dataclass(frozen=True)
@@ -47,28 +44,6 @@ class SweepPoint:
     overrides: dict[str, Any]  # dotted key -> value (base first, then the axes)
     spec: ExperimentSpec
     shown: dict[str, str] = field(default_factory=dict)  # axis -> its value(s) as text
-
-
-def shown_value(values: dict[str, Any]) -> str:
-    """An axis's value(s) at one point, as a table shows them (zipped keys: joined)."""
-    return ", ".join(json.dumps(v) if not isinstance(v, str) else v for v in values.values())
-
-
-def point_name(sweep: str, labels: dict[str, str]) -> str:
-    """`<sweep>-<label>-...`: a word reads alone (`blind`), a number or a boolean after
-    its axis's name (`lr3e-05`, `gatetrue`)."""
-    parts = [
-        label if label[0].isalpha() and label not in ("true", "false", "null") else axis + label
-        for axis, label in labels.items()
-    ]
-    return "-".join([sweep, *parts])
-
-
-def _nested(key: str, value: Any) -> dict[str, Any]:
-    node: Any = value
-    for part in reversed(_parse_key(key)):
-        node = {part: node}
-    return node
 
 
 def point_data(
@@ -187,12 +162,15 @@ def check_sweeps(spec: ExperimentSpec, located: Located) -> list[SweepPoint]:
 
 
 def load_experiment(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentSpec:
-    """Load, merge and validate one spec file and every point of its sweeps; raises
+    """Load, merge and validate one spec file, every point of its sweeps and every cell
+    of its grid; raises
     SpecErrors with every problem, each at its line (what `rmsweb validate` runs)."""
     located = apply_overrides(load_located(Path(path)), overrides)
     spec = validate_located(located)
     if spec.sweep:
         check_sweeps(spec, located)  # a bad axis fails here, at its line
+    if spec.grid is not None:
+        check_grid(spec, located)
     return spec
 
 

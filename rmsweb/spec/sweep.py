@@ -56,7 +56,103 @@ class Metric:
         self.key = m.group("key")
 
 
-class SweepSpec(SpecModel):
+def check_axes(
+    axes: dict[str, dict[str, list[Any]]], forbidden: tuple[str, ...], what: str
+) -> None:
+    """Axes are well formed: dotted keys it may move, equal lengths within an axis, labels,
+    and at most MAX_POINTS cells. `what`: sweep or grid, for the messages."""
+    if not axes:
+        raise SpecFieldError("axes", f"no axes: a {what} needs at least one axis of values.")
+    for axis, keys in axes.items():
+        values = {k: v for k, v in keys.items() if k != LABELS}
+        if not values:
+            raise SpecFieldError(
+                f"axes.{axis}",
+                "the axis has no keys. Fix: map a dotted spec key to its values, e.g. "
+                "{rl.learning_rate: [1.0e-5, 3.0e-5]}.",
+            )
+        lengths = {k: len(v) for k, v in values.items()}
+        for key, n in lengths.items():
+            _check_key(f"axes.{axis}.{key}", key, forbidden, what)
+            if n == 0:
+                raise SpecFieldError(
+                    f"axes.{axis}.{key}", "empty list of values: give at least one value."
+                )
+        if len(set(lengths.values())) > 1:
+            first = next(iter(values))
+            raise SpecFieldError(
+                f"axes.{axis}",
+                f"the keys of one axis move together, so their lists need equal lengths "
+                f"(got {lengths}). Fix: equal lengths, or put {first} on an axis of its own "
+                "to cross it with the others.",
+            )
+        if LABELS in keys:
+            labels = keys[LABELS]
+            n = next(iter(lengths.values()))
+            bad = [x for x in labels if not (isinstance(x, str) and _is_label(x))]
+            if len(labels) != n or bad or len(set(labels)) != len(labels):
+                raise SpecFieldError(
+                    f"axes.{axis}.{LABELS}",
+                    f"labels name the axis's {n} values in point names: {n} distinct "
+                    "texts of lowercase letters, digits and dashes.",
+                )
+    shape = AxesGrid.shape_of(axes)
+    if math.prod(shape) > MAX_POINTS:
+        raise SpecFieldError(
+            "axes",
+            f"the grid has {math.prod(shape)} points ({' x '.join(str(n) for n in shape)}); "
+            f"the limit is {MAX_POINTS}, each point being its own stages. Fix: fewer "
+            "values, or zip axes that move together into one axis.",
+        )
+
+
+class AxesGrid:
+    """The cells of named axes (`self.axes`), shared by sweeps and a spec's grid."""
+
+    axes: dict[str, dict[str, list[Any]]]
+
+    @staticmethod
+    def shape_of(axes: dict[str, dict[str, list[Any]]]) -> list[int]:
+        return [len(next(v for k, v in keys.items() if k != LABELS)) for keys in axes.values()]
+
+    @property
+    def shape(self) -> list[int]:
+        return self.shape_of(self.axes)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def grid(self) -> list[list[tuple[str, int]]]:
+        """Each point as [(axis, index of its value)], the first axis slowest."""
+        ranges = [
+            [(axis, i) for i in range(n)] for axis, n in zip(self.axes, self.shape, strict=True)
+        ]
+        return [list(p) for p in itertools.product(*ranges)]
+
+    def axis_values(self, axis: str, index: int) -> dict[str, Any]:
+        """Dotted key -> value of one axis at `index`."""
+        return {k: v[index] for k, v in self.axes[axis].items() if k != LABELS}
+
+    def axis_label(self, axis: str, index: int) -> str:
+        """How one axis value reads in a point name: its label, else the value(s)."""
+        keys = self.axes[axis]
+        if LABELS in keys:
+            return str(keys[LABELS][index])
+        parts = [value_label(v) for v in self.axis_values(axis, index).values()]
+        if any(p is None for p in parts):
+            return str(index)  # a list or mapping value: its position
+        label = "-".join(p for p in parts if p is not None)
+        # Two values that read the same (e.g. "a b" and "a-b"): fall back to positions.
+        n = next(len(v) for k, v in keys.items() if k != LABELS)
+        seen = {
+            "-".join(str(value_label(v)) for v in self.axis_values(axis, j).values())
+            for j in range(n)
+        }
+        return label if len(seen) == n else str(index)
+
+
+class SweepSpec(SpecModel, AxesGrid):
     """One grid over a spec (module doc)."""
 
     split: Literal["train", "val", "test"] = Field(
@@ -126,105 +222,28 @@ class SweepSpec(SpecModel):
 
     @model_validator(mode="after")
     def _axes_well_formed(self) -> SweepSpec:
-        if not self.axes:
-            raise SpecFieldError("axes", "no axes: a sweep needs at least one axis of values.")
         for key in self.base:
-            _check_key(f"base.{key}", key)
-        for axis, keys in self.axes.items():
-            values = {k: v for k, v in keys.items() if k != LABELS}
-            if not values:
-                raise SpecFieldError(
-                    f"axes.{axis}",
-                    "the axis has no keys. Fix: map a dotted spec key to its values, e.g. "
-                    "{rl.learning_rate: [1.0e-5, 3.0e-5]}.",
-                )
-            lengths = {k: len(v) for k, v in values.items()}
-            for key, n in lengths.items():
-                _check_key(f"axes.{axis}.{key}", key)
-                if n == 0:
-                    raise SpecFieldError(
-                        f"axes.{axis}.{key}", "empty list of values: give at least one value."
-                    )
-            if len(set(lengths.values())) > 1:
-                first = next(iter(values))
-                raise SpecFieldError(
-                    f"axes.{axis}",
-                    f"the keys of one axis move together, so their lists need equal lengths "
-                    f"(got {lengths}). Fix: equal lengths, or put {first} on an axis of its own "
-                    "to cross it with the others.",
-                )
-            if LABELS in keys:
-                labels = keys[LABELS]
-                n = next(iter(lengths.values()))
-                bad = [x for x in labels if not (isinstance(x, str) and _is_label(x))]
-                if len(labels) != n or bad or len(set(labels)) != len(labels):
-                    raise SpecFieldError(
-                        f"axes.{axis}.{LABELS}",
-                        f"labels name the axis's {n} values in point names: {n} distinct "
-                        "texts of lowercase letters, digits and dashes.",
-                    )
-        if self.size > MAX_POINTS:
-            raise SpecFieldError(
-                "axes",
-                f"the grid has {self.size} points ({' x '.join(str(n) for n in self.shape)}); "
-                f"the limit is {MAX_POINTS}, each point being its own stages. Fix: fewer "
-                "values, or zip axes that move together into one axis.",
-            )
+            _check_key(f"base.{key}", key, FORBIDDEN_PREFIXES, "sweep")
+        check_axes(self.axes, FORBIDDEN_PREFIXES, "sweep")
         return self
-
-    @property
-    def shape(self) -> list[int]:
-        return [len(next(v for k, v in keys.items() if k != LABELS)) for keys in self.axes.values()]
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    def grid(self) -> list[list[tuple[str, int]]]:
-        """Each point as [(axis, index of its value)], the first axis slowest."""
-        ranges = [
-            [(axis, i) for i in range(n)] for axis, n in zip(self.axes, self.shape, strict=True)
-        ]
-        return [list(p) for p in itertools.product(*ranges)]
-
-    def axis_values(self, axis: str, index: int) -> dict[str, Any]:
-        """Dotted key -> value of one axis at `index`."""
-        return {k: v[index] for k, v in self.axes[axis].items() if k != LABELS}
-
-    def axis_label(self, axis: str, index: int) -> str:
-        """How one axis value reads in a point name: its label, else the value(s)."""
-        keys = self.axes[axis]
-        if LABELS in keys:
-            return str(keys[LABELS][index])
-        parts = [value_label(v) for v in self.axis_values(axis, index).values()]
-        if any(p is None for p in parts):
-            return str(index)  # a list or mapping value: its position
-        label = "-".join(p for p in parts if p is not None)
-        # Two values that read the same (e.g. "a b" and "a-b"): fall back to positions.
-        n = next(len(v) for k, v in keys.items() if k != LABELS)
-        seen = {
-            "-".join(str(value_label(v)) for v in self.axis_values(axis, j).values())
-            for j in range(n)
-        }
-        return label if len(seen) == n else str(index)
 
 
 def _is_label(text: str) -> bool:
     return re.fullmatch(r"[a-z0-9][a-z0-9-]*", text) is not None
 
 
-def _check_key(where: str, key: str) -> None:
+def _check_key(where: str, key: str, forbidden: tuple[str, ...], what: str) -> None:
     if not key or any(not part for part in key.split(".")):
         raise SpecFieldError(where, f"{key!r} is not a dotted key such as rl.learning_rate.")
-    for prefix in FORBIDDEN_PREFIXES:
+    for prefix in forbidden:
         if key == prefix or key.startswith(prefix + "."):
             raise SpecFieldError(
                 where,
-                f"a sweep cannot set {key}: "
+                f"a {what} cannot set {key}: "
                 + (
                     "each point reads only the sweep's `split`, on the metric's policy."
-                    if prefix.startswith("eval.")
-                    else "it is the point's own (name, report) or the sweep itself."
+                    if what == "sweep" and prefix.startswith("eval.")
+                    else "it is the point's own (name, report) or a sweep or grid itself."
                 ),
             )
 
@@ -245,4 +264,13 @@ def value_label(value: Any) -> str | None:
     return None
 
 
-__all__ = ["LABELS", "MAX_POINTS", "NAME_PATTERN", "Metric", "SweepSpec", "value_label"]
+__all__ = [
+    "LABELS",
+    "MAX_POINTS",
+    "NAME_PATTERN",
+    "AxesGrid",
+    "Metric",
+    "SweepSpec",
+    "check_axes",
+    "value_label",
+]
