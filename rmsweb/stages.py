@@ -89,7 +89,21 @@ STAGE_LIST: tuple[StageDef, ...] = (
         "model",
         "rmsweb.train.tiny.stage",
         "Build the tiny random model and its tokenizer offline.",
+        # Not rmsweb/train/pretrain (its tokenizer sample of synthetic texts, when
+        # model.pretrain is set): a dep added here would rerun every spec's model stage.
         ("rmsweb/train/tiny", "rmsweb/models", *_ROLLOUT),
+    ),
+    StageDef(
+        "pretrain",
+        "rmsweb.train.pretrain.stage",
+        "Pretrain the tiny model on synthetic web tasks (model.pretrain), before SFT.",
+        (
+            "rmsweb/train/pretrain",
+            "rmsweb/train/sft/trainer.py",
+            "rmsweb/agents/prompt.py",
+            "rmsweb/env/observe.py",  # renders the synthetic pages
+        ),
+        plots=(Plot("loss.csv", "step", "loss"),),
     ),
     StageDef(
         "sft",

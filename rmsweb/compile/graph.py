@@ -202,9 +202,12 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
         )
 
     trained: dict[str, dict[int, Stage]] = {"sft": {}, "rl": {}}
+    pretrained = _pretrained_model(spec, add, preflight)
     for seed in spec.seeds:
         sft_upstream = {"collect": collect}
-        if spec.model.kind == "tiny":
+        if pretrained is not None:
+            sft_upstream["model"] = pretrained  # one pretrained model for every seed
+        elif spec.model.kind == "tiny":
             # Tokenizer and initial weights come from the suite and the model config only,
             # so every arm of a study starts from the same model (per training seed).
             sft_upstream["model"] = add(
@@ -283,6 +286,46 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
         visit(ev)
     add("report", [Read("name"), Read("report")], report_upstream)
     return stages
+
+
+# What of model.pretrain the model stage reads: the seed (initial weights) and the skills
+# (its tokenizer's sample of synthetic texts); the rest is the pretrain stage's.
+_PRETRAIN_TRAINING = frozenset(
+    {"steps", "batch_size", "learning_rate", "warmup_ratio", "samples", "max_seq_len"}
+    | {"eval_per_skill"}
+)
+
+
+def _pretrained_model(
+    spec: ExperimentSpec, add: Callable[..., Stage], preflight: Stage | None
+) -> Stage | None:
+    """With model.pretrain set (tiny models): ONE model stage and ONE pretrain stage for
+    every training seed and every arm of a study, so neither has a seed.
+
+    Both read the suite's tasks and the model section only: not suite.train.count (a
+    demonstration budget study varies it and shares one pretrained model), nor val, test
+    or mine seeds, nor any sft, rl, mine or collect key. The model stage's corpus runs
+    on its own seeds from suite.train.start (rmsweb/train/tiny/corpus.py budget_free).
+    None without pretraining (the model stage per training seed, as before).
+    """
+    if spec.model.kind != "tiny" or spec.model.pretrain is None:
+        return None
+    suite = [Read("suite", frozenset({"val", "test", "mine", "train"}))]
+    if "train" in type(spec.suite).model_fields:
+        suite.append(Read("suite.train", frozenset({"count"})))
+    model = add(
+        "model",
+        [
+            *suite,
+            Read("model", frozenset({"prompt", "backend", "lora", "pretrain"})),
+            Read("model.pretrain", _PRETRAIN_TRAINING),
+        ],
+        {},
+    )
+    if preflight is not None:
+        model.after.append(preflight)
+    # The synthetic prompts are built with model.prompt, as the policy's are.
+    return add("pretrain", [Read("model", frozenset({"backend", "lora"}))], {"model": model})
 
 
 def policy_reads(spec: ExperimentSpec, policy: Any) -> list[Read]:

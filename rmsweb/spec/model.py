@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import (
+    Field,
+    SerializationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from .common import SpecFieldError, SpecModel
 
@@ -78,6 +84,53 @@ class _ModelBase(SpecModel):
     )
 
 
+PretrainSkill = Literal["copy", "match", "attribute", "form", "select", "enter"]
+PRETRAIN_SKILLS: tuple[str, ...] = ("copy", "match", "attribute", "form", "select", "enter")
+
+
+class PretrainSpec(SpecModel):
+    """Pretraining of the tiny model on synthetic pages before SFT (stage `pretrain`).
+
+    As the paper's model arrives pretrained, the tiny one first learns generic skills on
+    made-up pages and instructions that are not the suite's (their wording is checked
+    against the suite's and MiniWoB++'s instructions): copying a value from the
+    instruction into a field, matching an instruction's word to an element's name,
+    choosing by an attribute (ordinal, role, caption), multi-step forms, drop-downs and
+    the Enter key. One model is pretrained and shared by every training seed and arm.
+    """
+
+    steps: int = Field(1500, ge=1, description="Optimizer steps of pretraining.")
+    batch_size: int = Field(32, ge=1, description="Samples per optimizer step.")
+    learning_rate: float = Field(1e-3, gt=0, lt=1, description="Peak learning rate (cosine).")
+    warmup_ratio: float = Field(0.03, ge=0, lt=1, description="Share of steps warming up.")
+    samples: int = Field(
+        20_000, ge=10, description="Size of the synthetic training set (one step each)."
+    )
+    skills: list[PretrainSkill] = Field(
+        default_factory=lambda: list(PRETRAIN_SKILLS),
+        min_length=1,
+        description="Synthetic skills to train on (default: all): copy, match, attribute, "
+        "form, select, enter.",
+    )
+    seed: int = Field(
+        0,
+        ge=0,
+        description="Seed of the synthetic data and of the model's initial weights (one "
+        "pretrained model for all training seeds).",
+    )
+    max_seq_len: int = Field(512, ge=64, description="Longest training sequence in tokens.")
+    eval_per_skill: int = Field(
+        50, ge=1, description="Held-out synthetic examples per skill for the accuracy metrics."
+    )
+
+    @field_validator("skills")
+    @classmethod
+    def _distinct(cls, skills: list[str]) -> list[str]:
+        if len(set(skills)) != len(skills):
+            raise ValueError("a skill is listed twice; list each skill once.")
+        return skills
+
+
 class TinyModel(_ModelBase):
     """A tiny random Qwen3 (text) or Qwen3-VL model built offline by the `model` stage.
 
@@ -107,6 +160,20 @@ class TinyModel(_ModelBase):
     vision_depth: int = Field(2, ge=1, description="Vision tower blocks (qwen3_vl only).")
     vision_hidden_size: int = Field(32, ge=8, description="Vision tower width (qwen3_vl only).")
     patch_size: int = Field(16, ge=2, description="Vision patch size in px (qwen3_vl only).")
+    pretrain: PretrainSpec | None = Field(
+        None,
+        description="Pretrain on synthetic web tasks before SFT (null: no pretraining, SFT "
+        "starts from the random model).",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_pretrain(self, handler: Any, info: SerializationInfo) -> Any:
+        # Left out while null, so specs without pretraining dump (params.yaml) and hash
+        # (every stage that reads `model`) exactly as before the field existed.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("pretrain", 0) is None:
+            data.pop("pretrain")
+        return data
 
     @model_validator(mode="after")
     def _shapes(self) -> TinyModel:
@@ -122,6 +189,13 @@ class TinyModel(_ModelBase):
                 "head_dim",
                 f"head_dim ({self.head_dim}) must be even for Qwen3-VL's multimodal rotary "
                 "embedding. Fix: use an even head_dim.",
+            )
+        if self.pretrain is not None and self.arch != "qwen3":
+            raise SpecFieldError(
+                "pretrain",
+                f"pretrain is set but arch is {self.arch}; the synthetic pages are text "
+                "only and pretraining is built for qwen3. Fix: set arch: qwen3 or "
+                "pretrain: null.",
             )
         if self.prompt.screenshot and self.arch != "qwen3_vl":
             raise SpecFieldError(

@@ -69,3 +69,30 @@ def texts(records: list[EpisodeRecord]) -> Iterator[str]:
 def suite_corpus(suite_spec: Any, seeds_per_task: int) -> list[str]:
     """The tokenizer corpus of a suite spec (runs a browser for a few hundred episodes)."""
     return list(texts(asyncio.run(_rollouts(suite_spec, seeds_per_task))))
+
+
+def budget_free(suite_spec: Any, seeds_per_task: int) -> Any:
+    """The suite spec with its train range set to the corpus's own seeds.
+
+    With pretraining on, one model serves every demonstration budget of a study, so the
+    corpus must not depend on suite.train.count: it runs on `seeds_per_task` seeds from
+    suite.train.start whatever the count (the suite refuses a range that reaches the
+    val, test or mine seeds). Suites without a train seed range are returned as they are.
+    """
+    from rmsweb.spec.common import SeedRange
+
+    train = getattr(suite_spec, "train", None)
+    if not isinstance(train, SeedRange):
+        return suite_spec
+    return suite_spec.model_copy(
+        update={"train": SeedRange(start=train.start, count=seeds_per_task)}
+    )
+
+
+def suite_corpus_and_instructions(
+    suite_spec: Any, seeds_per_task: int
+) -> tuple[list[str], list[str]]:
+    """The tokenizer corpus and the distinct task instructions (in first-seen order)."""
+    records = asyncio.run(_rollouts(suite_spec, seeds_per_task))
+    instructions = list(dict.fromkeys(rec.episode.instruction for rec in records))
+    return list(texts(records)), instructions

@@ -1,0 +1,114 @@
+"""One pretraining run: synthetic set, accuracy before, SFT on it, accuracy after.
+
+Shared by the `pretrain` stage and the size/budget probe (probe.py). The training set
+and the held-out set are drawn from different seeds of the same generator (the same
+skills and templates, fresh pages and words).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rmsweb.agents.prompt import PromptConfig
+from rmsweb.train.sft.trainer import SFTHyper, train_sft
+
+from .evaluate import accuracy
+from .synthetic import SKILLS, generate, to_sample
+
+HELD_OUT_OFFSET = 1_000_003  # the held-out set's seed: the training seed plus this
+
+
+@dataclass(frozen=True)
+class PretrainSettings:
+    """What a pretraining run needs (the spec's model.pretrain section has these fields)."""
+
+    steps: int = 1500
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    warmup_ratio: float = 0.03
+    samples: int = 20_000
+    skills: tuple[str, ...] = SKILLS
+    seed: int = 0
+    max_seq_len: int = 512
+    eval_per_skill: int = 50
+
+    @classmethod
+    def of(cls, spec: Any) -> PretrainSettings:
+        """From the spec's model.pretrain section (same field names)."""
+        return cls(
+            steps=spec.steps,
+            batch_size=spec.batch_size,
+            learning_rate=spec.learning_rate,
+            warmup_ratio=spec.warmup_ratio,
+            samples=spec.samples,
+            skills=tuple(spec.skills),
+            seed=spec.seed,
+            max_seq_len=spec.max_seq_len,
+            eval_per_skill=spec.eval_per_skill,
+        )
+
+
+def hyper(s: PretrainSettings) -> SFTHyper:
+    return SFTHyper(
+        max_steps=s.steps,
+        batch_size=s.batch_size,
+        grad_accum=1,
+        learning_rate=s.learning_rate,
+        lr_scheduler="cosine",
+        warmup_ratio=s.warmup_ratio,
+        min_lr_ratio=0.1,
+        weight_decay=0.01,
+        adam_beta1=0.9,
+        adam_beta2=0.95,
+        max_grad_norm=1.0,
+        max_seq_len=s.max_seq_len,
+        save_steps=max(s.steps // 2, 1),  # a resume point halfway, and the last step
+        logging_steps=max(1, min(50, s.steps // 4)),
+        val_fraction=0.0,
+        precision="fp32",
+        gradient_checkpointing=False,
+        seed=s.seed,
+    )
+
+
+def pretrain(
+    model: Any,
+    tokenizer: Any,
+    s: PretrainSettings,
+    prompt: PromptConfig,
+    work_dir: Path,
+    callbacks: list[Any] | None = None,
+) -> tuple[Any, dict[str, Any], list[dict]]:
+    """Train `model` on the synthetic set; returns the model, metrics and log history."""
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    train = generate(s.samples, s.seed, s.skills)
+    held_out = generate(s.eval_per_skill * len(s.skills), s.seed + HELD_OUT_OFFSET, s.skills)
+    samples = [to_sample(ex, i, prompt, count) for i, ex in enumerate(train)]
+    t0 = time.time()
+    before = accuracy(model, tokenizer, held_out, prompt)
+    t1 = time.time()
+    model, history = train_sft(model, tokenizer, samples, hyper(s), work_dir, callbacks=callbacks)
+    wall = time.time() - t1
+    after = accuracy(model, tokenizer, held_out, prompt)
+    losses = [h["loss"] for h in history if "loss" in h]
+    metrics: dict[str, Any] = {
+        "samples": len(samples),
+        "held_out": len(held_out),
+        "steps": s.steps,
+        "accuracy_before": before,
+        "accuracy_after": after,
+        "accuracy_before_mean": round(sum(before.values()) / len(before), 4),
+        "accuracy_after_mean": round(sum(after.values()) / len(after), 4),
+        "loss_first": losses[0] if losses else None,
+        "loss_final": losses[-1] if losses else None,
+        "train_wall_s": round(wall, 1),
+        "eval_wall_s": round(time.time() - t0 - wall, 1),
+        "samples_per_s": round(s.steps * s.batch_size / max(wall, 1e-9), 1),
+    }
+    return model, metrics, history
