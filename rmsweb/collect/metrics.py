@@ -16,6 +16,7 @@ import random
 from collections import defaultdict
 
 from rmsweb.agents.mistaken_expert import UNTARGETED
+from rmsweb.judge.critic import found_error
 from rmsweb.judge.grade import Graded, critic_scores
 from rmsweb.store.rows import EpisodeRecord, ReflectionRow
 
@@ -26,13 +27,17 @@ def critic_by_kind(reflections: list[ReflectionRow], success: dict[str, bool]) -
     """First-error precision and recall of the critic on failed attempts, per mistake kind
     the teacher made in them (rmsweb.agents.mistaken_expert; `none`: no such mistake,
     the failure came from elsewhere), and over the kinds no critic rule targets
-    (UNTARGETED) apart from those it does. Flat keys: critic_kind_<kind>_<score>."""
+    (UNTARGETED) apart from those it does. A reflection where no critic rule found an
+    error (the critic's guess at the last step, rmsweb.judge.critic.found_error) names
+    none here, so precision is over the errors found and recall over the attempts with
+    a bad step (as the report's table, rmsweb.report.retry_study). Flat keys:
+    critic_kind_<kind>_<score>, and critic_kind_<kind>_no_error_found."""
     groups: dict[str, list[Graded]] = defaultdict(list)
     for x in reflections:
         if success[x.episode_id]:
             continue
         kind = x.mistake_kind or NO_MISTAKE
-        g = Graded(False, x.named_steps, x.oracle_bad_steps)
+        g = Graded(False, x.named_steps if found_error(x.text) else [], x.oracle_bad_steps)
         groups[kind].append(g)
         if kind != NO_MISTAKE:
             groups["untargeted" if kind in UNTARGETED else "targeted"].append(g)
@@ -43,6 +48,9 @@ def critic_by_kind(reflections: list[ReflectionRow], success: dict[str, bool]) -
         out[f"critic_{key}_graded"] = scores["graded"]
         out[f"critic_{key}_first_error_precision"] = scores["first_error_precision"]
         out[f"critic_{key}_first_error_recall"] = scores["first_error_recall"]
+        out[f"critic_{key}_no_error_found"] = sum(
+            1 for g in groups[kind] if g.bad is not None and not g.named
+        )
     return out
 
 

@@ -45,6 +45,14 @@ from rmsweb.store.rows import EpisodeRecord
 TEXT_FIELDS = ("textbox", "searchbox")
 _QUOTED = re.compile(r'"([^"]*)"|“([^”]*)”')
 MAX_NAME = 40  # longer element texts are cut (with "…") to keep notes short
+# The last rule of a failed attempt's note: no rule found the error, so the critic
+# names the last step. Graded apart as "no error found" (rmsweb.report.retry_study).
+GUESS = "the attempt failed right after it"
+
+
+def found_error(text: str) -> bool:
+    """Did a rule of the critic find the error of a failed attempt (not its guess)?"""
+    return GUESS not in text
 
 
 # --------------------------------------------------------------------------- the goal
@@ -199,7 +207,7 @@ def _error_note(goal: Goal, rec: EpisodeRecord, pages: list) -> Note | None:
     if last < 0:
         return None
     what = describe(action_of(rec.steps[last]), pages[last])
-    return Note((last,), what, "the attempt failed right after it")
+    return Note((last,), what, GUESS)
 
 
 def _outcome(rec: EpisodeRecord, verdict: Verdict) -> str:

@@ -10,17 +10,27 @@ Per collect run (one arm):
 - the critic's precision and recall, graded by the oracle after the fact
   (rmsweb.judge.grade has the definitions; the collect metrics compute the same).
 Across runs: reflect vs blind yield per (persistence, adherence), read from each collect
-run's metrics (sweep_rows), and the critic's first error per mistake kind the scripted
-teacher made, the kinds no critic rule targets pooled apart (kind_rows).
+run's metrics, with a paired bootstrap interval over the units both collected
+(sweep_rows); the steps the retries save per run (1 − kept steps over attempt 0's, on
+the units attempt 0 solved), reflect − blind paired the same way (saved_rows); and per
+run the critic's first error per mistake kind the scripted teacher made, the kinds no
+critic rule targets pooled apart (kind_rows): precision over the reflections where a
+critic rule found an error, recall over the attempts with a bad step, the reflections
+where no rule did (the critic's guess at the last step) counted apart, each with its
+Wilson interval. A run's reflections are its own: the identical attempt-0 reflections
+of arms that share the teacher are never pooled.
 
 `queries` is SQL over the views; `section` turns its rows into the report section.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rmsweb.judge.critic import GUESS
+from rmsweb.report.arms import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, _percentile
 from rmsweb.report.document import Para, Section, Table
 from rmsweb.report.queries import fetch
 from rmsweb.report.tables import num, pct
@@ -106,21 +116,33 @@ FROM g GROUP BY run ORDER BY run
 """
 
 
-# First error per mistake kind the teacher made in the failed attempt (reflections.
-# mistake_kind; 'none': no task-breaking mistake of the teacher's), over every run.
+# Per run, first error per mistake kind the teacher made in the failed attempt
+# (reflections.mistake_kind; 'none': no task-breaking mistake of the teacher's). `found`:
+# a critic rule found an error (not its guess at the last step, rmsweb.judge.critic).
 CRITIC_BY_KIND = """
 , g AS (
-    SELECT coalesce(mistake_kind, 'none') AS kind, named_steps AS named,
-           oracle_bad_steps AS bad
+    SELECT run, coalesce(mistake_kind, 'none') AS kind, named_steps AS named,
+           oracle_bad_steps AS bad, len(named_steps) > 0 AND NOT contains(text, '{guess}')
+           AS found
     FROM rf WHERE oracle_bad_steps IS NOT NULL AND NOT success
 )
-SELECT kind, count(*) AS graded,
-       count(*) FILTER (WHERE len(named) > 0) AS fe_named,
+SELECT run, kind, count(*) AS graded,
+       count(*) FILTER (WHERE found) AS fe_named,
+       count(*) FILTER (WHERE NOT found) AS no_error_found,
        count(*) FILTER (WHERE len(bad) > 0) AS fe_truths,
+       count(*) FILTER (WHERE found AND len(bad) > 0 AND named[1] = bad[1]) AS fe_hits,
        count(*) FILTER (
-           WHERE len(named) > 0 AND len(bad) > 0 AND named[1] = bad[1]
-       ) AS fe_hits
-FROM g GROUP BY kind ORDER BY kind
+           WHERE NOT found AND len(named) > 0 AND len(bad) > 0 AND named[1] = bad[1]
+       ) AS guess_hits
+FROM g GROUP BY run, kind ORDER BY run, kind
+""".replace("{guess}", GUESS.replace("'", "''"))
+
+# Per run and unit: solved at all, attempt 0's steps when it succeeded, the kept steps.
+UNITS = """
+SELECT run, task_id, seed, bool_or(success) AS solved,
+       min(n_steps) FILTER (WHERE success AND attempt = 0) AS first_steps,
+       min(n_steps) FILTER (WHERE success) AS kept_steps
+FROM ep GROUP BY run, task_id, seed, policy ORDER BY run, task_id, seed
 """
 
 
@@ -131,8 +153,77 @@ def queries(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict[str, Any]]]:
         out[f"{prefix}_arms"] = fetch(con, base + ARMS)
         out[f"{prefix}_first_success"] = fetch(con, base + FIRST_SUCCESS)
         out[f"{prefix}_critic"] = fetch(con, base + CRITIC)
+        out[f"{prefix}_units"] = fetch(con, base + UNITS)
     out["retry_critic_by_kind"] = fetch(con, BASE.format(matched="") + CRITIC_BY_KIND)
     return out
+
+
+def _bootstrap(
+    n: int, stat: Any, samples: int = BOOTSTRAP_SAMPLES
+) -> tuple[float | None, float | None]:
+    """95% percentile interval of `stat(indices)` over resampled indices 0..n-1."""
+    if n == 0:
+        return None, None
+    rng = random.Random(BOOTSTRAP_SEED)
+    boots = [stat(rng.choices(range(n), k=n)) for _ in range(samples)]
+    return _percentile(boots, 0.025), _percentile(boots, 0.975)
+
+
+def _units_of(data: Mapping[str, list[dict[str, Any]]], prefix: str) -> dict[str, dict]:
+    """run -> (task, seed) -> that unit's row of UNITS."""
+    out: dict[str, dict] = {}
+    for u in data.get(f"{prefix}_units", []):
+        out.setdefault(u["run"], {})[(u["task_id"], u["seed"])] = u
+    return out
+
+
+def paired_yield(a: Mapping[tuple, dict], b: Mapping[tuple, dict]) -> dict[str, Any]:
+    """Yield of run a − run b on the units both collected, with a paired bootstrap."""
+    shared = sorted(set(a) & set(b))
+    diffs = [float(a[u]["solved"]) - float(b[u]["solved"]) for u in shared]
+    low, high = _bootstrap(len(diffs), lambda ix: sum(diffs[i] for i in ix) / len(ix))
+    diff = sum(diffs) / len(diffs) if diffs else None
+    return {"units": len(shared), "diff": diff, "low": low, "high": high}
+
+
+def _saved(pairs: Sequence[tuple[int, int]]) -> float | None:
+    first = sum(p[0] for p in pairs)
+    return 1 - sum(p[1] for p in pairs) / first if first else None
+
+
+def steps_saved(units: Mapping[tuple, dict]) -> dict[str, Any]:
+    """1 − kept steps over attempt 0's on the units attempt 0 solved (as the collect
+    metrics' steps_saved), with a bootstrap interval over those units."""
+    pairs = [(u["first_steps"], u["kept_steps"]) for u in units.values() if u["first_steps"]]
+    low, high = _bootstrap(len(pairs), lambda ix: _saved([pairs[i] for i in ix]) or 0.0)
+    first = sum(p[0] for p in pairs) / len(pairs) if pairs else None
+    kept = sum(p[1] for p in pairs) / len(pairs) if pairs else None
+    return {
+        "units": len(pairs),
+        "first_steps": first,
+        "kept_steps": kept,
+        "saved": _saved(pairs),
+        "low": low,
+        "high": high,
+    }
+
+
+def paired_saved(a: Mapping[tuple, dict], b: Mapping[tuple, dict]) -> dict[str, Any]:
+    """Steps saved by run a − by run b on the units whose attempt 0 both solved."""
+    shared = sorted(u for u in set(a) & set(b) if a[u]["first_steps"] and b[u]["first_steps"])
+    pa = [(a[u]["first_steps"], a[u]["kept_steps"]) for u in shared]
+    pb = [(b[u]["first_steps"], b[u]["kept_steps"]) for u in shared]
+
+    def diff(ix: Sequence[int]) -> float:
+        return (_saved([pa[i] for i in ix]) or 0.0) - (_saved([pb[i] for i in ix]) or 0.0)
+
+    low, high = _bootstrap(len(shared), diff)
+    return {
+        "units": len(shared),
+        "diff": diff(range(len(shared))) if shared else None,
+        "low": low,
+        "high": high,
+    }
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -225,96 +316,216 @@ def _record(metrics: dict[str, Any], arms: list[dict[str, Any]], tag: str = "") 
             metrics[f"{key}/{name}"] = a[name]
 
 
+COUNTS = ("graded", "fe_named", "no_error_found", "fe_truths", "fe_hits", "guess_hits")
+
+
 def kind_rows(data: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Per mistake kind: first-error P/R on failed attempts, whether a critic rule targets
-    it, and the pooled rows of the targeted and the untargeted kinds."""
+    """Per run and mistake kind: first-error precision and recall on failed attempts, each
+    with its Wilson interval, whether a critic rule targets the kind, and per run the
+    pooled rows of the targeted and the untargeted kinds. Runs are never pooled."""
     from rmsweb.agents.mistaken_expert import UNTARGETED
 
-    rows = data.get("retry_critic_by_kind", [])
-    pools: dict[str, dict[str, int]] = {}
-    out = []
-    for r in rows:
+    order = {"targeted": 0, "untargeted": 1, "none": 2}
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for r in data.get("retry_critic_by_kind", []):
         kind = r["kind"]
         group = "none" if kind == "none" else "untargeted" if kind in UNTARGETED else "targeted"
-        out.append({**r, "group": group})
-        if group != "none":
-            pool = pools.setdefault(
-                group, dict.fromkeys(("graded", "fe_named", "fe_truths", "fe_hits"), 0)
-            )
-            for k in pool:
-                pool[k] += r[k]
-    order = {"targeted": 0, "untargeted": 1, "none": 2}
-    out.sort(key=lambda r: (order[r["group"]], r["kind"]))
-    for group in ("targeted", "untargeted"):
-        if group in pools:
-            out.append({"kind": f"all {group}", "group": group, **pools[group]})
+        by_run.setdefault(r["run"], []).append({**r, "group": group})
+    out = []
+    for run in sorted(by_run):
+        rows = sorted(by_run[run], key=lambda r: (order[r["group"]], r["kind"]))
+        for group in ("targeted", "untargeted"):
+            members = [r for r in rows if r["group"] == group]
+            if members:
+                pool = {k: sum(r[k] for r in members) for k in COUNTS}
+                rows.append({"run": run, "kind": f"all {group}", "group": group, **pool})
+        out += rows
     for r in out:
         r["precision"] = _ratio(r["fe_hits"], r["fe_named"])
         r["recall"] = _ratio(r["fe_hits"], r["fe_truths"])
+        r["precision_ci"] = wilson_interval(r["fe_hits"], r["fe_named"])
+        r["recall_ci"] = wilson_interval(r["fe_hits"], r["fe_truths"])
     return out
 
 
+def never_made(rows: list[dict[str, Any]]) -> list[str]:
+    """Mistake kinds of the scripted teacher that no run's failed attempt shows (no row)."""
+    from rmsweb.agents.mistaken_expert import ERROR_KINDS
+
+    return sorted(set(ERROR_KINDS) - {r["kind"] for r in rows})
+
+
+def _with_ci(value: float | None, ci: tuple[float, float], den: int) -> str:
+    if value is None or not den:
+        return "-"
+    return f"{pct(value)} [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
 def kinds_table(rows: list[dict[str, Any]]) -> Table:
-    head = ["Mistake kind", "A critic rule targets it", "Failed attempts graded"]
-    head += ["First error P", "R"]
+    head = ["Run", "Mistake kind", "A critic rule targets it", "Failed attempts graded"]
+    head += ["Error found (named)", "No error found", "Guessed right", "With a bad step"]
+    head += ["First error P [95% CI]", "R [95% CI]"]
     body = [
         [
+            r["run"].removeprefix("collect/"),
             r["kind"],
             {"targeted": "yes", "untargeted": "no", "none": "-"}[r["group"]],
             str(r["graded"]),
-            pct(r["precision"]),
-            pct(r["recall"]),
+            str(r["fe_named"]),
+            str(r["no_error_found"]),
+            str(r["guess_hits"]),
+            str(r["fe_truths"]),
+            _with_ci(r["precision"], r["precision_ci"], r["fe_named"]),
+            _with_ci(r["recall"], r["recall_ci"], r["fe_truths"]),
         ]
         for r in rows
     ]
-    return Table(head, body, ["left", "left", "right", "right", "right"])
+    return Table(head, body, ["left", "left", "left", *["right"] * 7])
+
+
+def _setting(settings: Mapping[str, Mapping[str, Any]], run: str) -> tuple:
+    """(retry mode, persistence, adherence, habit rate) of a collect run (its metrics); a
+    run from before habits has none (rate 0)."""
+    m = settings.get(run, {})
+    rate = m.get("teacher_habit_rate", 0.0 if m else None)
+    return m.get("retry"), m.get("teacher_persistence"), m.get("teacher_adherence"), rate
+
+
+def _blind_arms(
+    arms: list[dict[str, Any]], settings: Mapping[str, Mapping[str, Any]]
+) -> dict[tuple, dict[str, Any]]:
+    """(persistence, habit rate) -> the blind arm with the most units there (ties: the
+    first run). Blind reads no reflection: adherence does not matter to it."""
+    blind: dict[tuple, dict[str, Any]] = {}
+    for a in arms:
+        mode, p, _, rate = _setting(settings, a["run"])
+        key = (p, rate)
+        if (
+            mode == "blind"
+            and p is not None
+            and (key not in blind or a["units"] > blind[key]["units"])
+        ):
+            blind[key] = a
+    return blind
 
 
 def sweep_rows(
-    arms: list[dict[str, Any]], settings: Mapping[str, Mapping[str, Any]]
+    arms: list[dict[str, Any]],
+    settings: Mapping[str, Mapping[str, Any]],
+    units: Mapping[str, Mapping[tuple, dict]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Reflect vs blind at each (persistence, adherence): each reflect arm beside the blind
-    arm of the same persistence (blind reads no reflection: adherence does not matter)."""
-
-    def setting(run: str) -> tuple[str | None, float | None, float | None]:
-        m = settings.get(run, {})
-        return m.get("retry"), m.get("teacher_persistence"), m.get("teacher_adherence")
-
-    blind: dict[float, dict[str, Any]] = {}
-    for a in arms:
-        mode, p, _ = setting(a["run"])
-        # the blind arm with the most units at a persistence (ties: the first run)
-        if mode == "blind" and p is not None and (p not in blind or a["units"] > blind[p]["units"]):
-            blind[p] = a
+    """Reflect vs blind at each (persistence, adherence, habit rate): each reflect arm
+    beside the blind arm of the same persistence and habit rate, and with `units` (run ->
+    unit -> row of UNITS) the paired difference of their yields on the units both
+    collected, with a bootstrap interval over those units."""
+    blind = _blind_arms(arms, settings)
+    units = units or {}
     out = []
     for a in arms:
-        mode, p, adh = setting(a["run"])
+        mode, p, adh, rate = _setting(settings, a["run"])
         if mode != "reflect" or p is None:
             continue
-        b = blind.get(p)
+        b = blind.get((p, rate))
         ry = a["yields"][-1] if a["yields"] else None
         by = (b["yields"][-1] if b["yields"] else None) if b else None
+        paired = {"units": 0, "diff": None, "low": None, "high": None}
+        if b is not None and a["run"] in units and b["run"] in units:
+            paired = paired_yield(units[a["run"]], units[b["run"]])
         out.append(
             {
                 "persistence": p,
                 "adherence": adh,
+                "habit_rate": rate,
                 "reflect": a["run"],
                 "blind": b["run"] if b else None,
                 "units": a["units"],
                 "reflect_yield": ry,
                 "blind_yield": by,
                 "gain": ry - by if ry is not None and by is not None else None,
+                "paired_units": paired["units"],
+                "gain_low": paired["low"],
+                "gain_high": paired["high"],
             }
         )
-    out.sort(key=lambda r: (r["persistence"], r["adherence"] or 0.0))
+    out.sort(key=lambda r: (r["habit_rate"] or 0.0, r["persistence"], r["adherence"] or 0.0))
     return out
 
 
-def sweep_table(rows: list[dict[str, Any]]) -> Table:
-    head = ["Persistence", "Adherence", "Reflect run", "Blind run", "Units"]
-    head += ["Reflect yield", "Blind yield", "Reflect − blind (points)"]
+def saved_rows(
+    arms: list[dict[str, Any]],
+    settings: Mapping[str, Mapping[str, Any]],
+    units: Mapping[str, Mapping[tuple, dict]],
+) -> list[dict[str, Any]]:
+    """Per run: the steps its retries saved (steps_saved) and, for a reflect run, reflect −
+    blind against the blind run of the same persistence and habit rate (paired_saved)."""
+    blind = _blind_arms(arms, settings)
+    out = []
+    for a in arms:
+        run = a["run"]
+        if run not in units:
+            continue
+        mode, p, adh, rate = _setting(settings, run)
+        b = blind.get((p, rate)) if mode == "reflect" else None
+        vs = paired_saved(units[run], units[b["run"]]) if b and b["run"] in units else None
+        out.append(
+            {
+                "run": run,
+                "retry": mode,
+                "habit_rate": rate,
+                "adherence": adh,
+                "persistence": p,
+                **{f"saved_{k}": v for k, v in steps_saved(units[run]).items()},
+                "blind": b["run"] if b else None,
+                "vs_blind": vs["diff"] if vs else None,
+                "vs_blind_low": vs["low"] if vs else None,
+                "vs_blind_high": vs["high"] if vs else None,
+                "vs_blind_units": vs["units"] if vs else 0,
+            }
+        )
+    key = {"none": 0, "blind": 1, "reflect": 2}
+    out.sort(
+        key=lambda r: (r["habit_rate"] or 0.0, key.get(r["retry"] or "", 3), -(r["adherence"] or 0))
+    )
+    return out
+
+
+def _points(x: float | None, low: float | None, high: float | None) -> str:
+    if x is None:
+        return "-"
+    if low is None or high is None:
+        return f"{100 * x:+.1f}"
+    return f"{100 * x:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+
+
+def saved_table(rows: list[dict[str, Any]]) -> Table:
+    head = ["Run", "Retry", "Habit rate", "Adherence", "Persistence", "Units (attempt 0 solved)"]
+    head += ["Steps, attempt 0", "Steps, kept", "Steps saved % [95% CI]", "Blind run"]
+    head += ["Reflect − blind (points) [95% CI]"]
     body = [
         [
+            r["run"].removeprefix("collect/"),
+            r["retry"] or "-",
+            num(r["habit_rate"], 2),
+            num(r["adherence"], 2),
+            num(r["persistence"], 2),
+            str(r["saved_units"]),
+            num(r["saved_first_steps"], 2),
+            num(r["saved_kept_steps"], 2),
+            _points(r["saved_saved"], r["saved_low"], r["saved_high"]),
+            (r["blind"] or "-").removeprefix("collect/"),
+            _points(r["vs_blind"], r["vs_blind_low"], r["vs_blind_high"]),
+        ]
+        for r in rows
+    ]
+    return Table(head, body, ["left", "left", *["right"] * 7, "left", "right"])
+
+
+def sweep_table(rows: list[dict[str, Any]]) -> Table:
+    head = ["Habit rate", "Persistence", "Adherence", "Reflect run", "Blind run", "Units"]
+    head += ["Reflect yield", "Blind yield", "Reflect − blind (points)", "Paired 95% CI"]
+    body = [
+        [
+            num(r["habit_rate"], 2),
             num(r["persistence"], 2),
             num(r["adherence"], 2),
             r["reflect"],
@@ -323,10 +534,13 @@ def sweep_table(rows: list[dict[str, Any]]) -> Table:
             pct(r["reflect_yield"]),
             pct(r["blind_yield"]),
             num(100 * r["gain"], 1) if r["gain"] is not None else "-",
+            "-"
+            if r["gain_low"] is None
+            else f"[{100 * r['gain_low']:+.1f}, {100 * r['gain_high']:+.1f}]",
         ]
         for r in rows
     ]
-    return Table(head, body, ["right", "right", "left", "left", *["right"] * 4])
+    return Table(head, body, ["right", "right", "right", "left", "left", *["right"] * 5])
 
 
 def section(
@@ -373,41 +587,91 @@ def section(
             )
         )
         _record(metrics, matched, "_matched")
-    sweep = sweep_rows(matched or arms, settings or {})
+    prefix = "retry_matched" if matched else "retry"
+    units = _units_of(data, prefix)
+    sweep = sweep_rows(matched or arms, settings or {}, units)
     if sweep:
         sec.blocks.append(sweep_table(sweep))
         sec.blocks.append(
             Para(
                 "Reflect vs blind by the teacher's persistence (the chance a retry replays "
-                "the previous attempt's plan, its mistakes included) and adherence (the "
-                "chance it follows a reflection's note): each reflect arm beside the blind "
-                "arm of the same persistence, the last yield on the units every run "
-                "collected. Blind retries only win on a redrawn plan, so at persistence 1 "
+                "the previous attempt's plan, its mistakes included), adherence (the "
+                "chance it follows a reflection's note) and habit rate: each reflect arm "
+                "beside the blind arm of the same persistence and habit rate, the last "
+                "yield on the units every run collected; the paired 95% CI is a bootstrap "
+                "over the units both arms collected, of the difference of their outcomes. "
+                "Blind retries only win on a redrawn plan, so at persistence 1 "
                 "blind gains nothing over one attempt and reflect gains only through notes "
                 "the teacher follows; at persistence 0 every retry is a fresh draw for both."
             )
         )
         for r in sweep:
             key = f"retry_sweep/p{r['persistence']:g}_a{(r['adherence'] or 0):g}"
+            if r["habit_rate"]:
+                key += f"_h{r['habit_rate']:g}"
             metrics[f"{key}/reflect_yield"] = r["reflect_yield"]
             metrics[f"{key}/blind_yield"] = r["blind_yield"]
             metrics[f"{key}/gain"] = r["gain"]
+            metrics[f"{key}/gain_ci_low"] = r["gain_low"]
+            metrics[f"{key}/gain_ci_high"] = r["gain_high"]
+    saved = saved_rows(matched or arms, settings or {}, units)
+    if any(r["saved_units"] for r in saved):
+        sec.blocks.append(saved_table(saved))
+        sec.blocks.append(
+            Para(
+                "Steps saved: on the units (task, seed) whose attempt 0 succeeded, 1 − the "
+                "kept trajectories' steps over attempt 0's (attempt 0 is what plain "
+                "collection keeps, the same attempt in every retry mode), with a bootstrap "
+                "interval over those units; reflect − blind: the difference on the units "
+                "both arms' attempt 0 solved, paired. The scripted teacher's habits "
+                "(collect.teacher.habits) are wasted steps it takes in the same states every "
+                "time; a blind retry repeats them and only a followed reflection drops them. "
+                "The size of these savings is the simulator's: it follows from the habit "
+                "rate, detour rate and adherence the spec sets, not from a measured LLM "
+                "teacher; at habit rate 0 or adherence 0 reflect saves what blind saves."
+            )
+        )
+        for r in saved:
+            key = f"retry_saved/{r['run'].removeprefix('collect/')}"
+            metrics[f"{key}/steps_saved"] = r["saved_saved"]
+            metrics[f"{key}/ci_low"] = r["saved_low"]
+            metrics[f"{key}/ci_high"] = r["saved_high"]
+            metrics[f"{key}/units"] = r["saved_units"]
+            if r["blind"]:
+                metrics[f"{key}/minus_blind"] = r["vs_blind"]
+                metrics[f"{key}/minus_blind_ci_low"] = r["vs_blind_low"]
+                metrics[f"{key}/minus_blind_ci_high"] = r["vs_blind_high"]
     kinds = kind_rows(data)
     if kinds:
         sec.blocks.append(kinds_table(kinds))
+        missing = never_made(kinds)
         sec.blocks.append(
             Para(
-                "The critic's first error per mistake kind, over the failed attempts of "
-                "every run above: the kind of task-breaking mistake the scripted teacher "
-                "made in the attempt (none: it made none, the failure came from a detour or "
-                "a followed note). P: the first step a reflection names is the oracle's first "
-                "bad step, of reflections naming one; R: of attempts with a bad step. Kinds no "
-                "critic rule was written for (rmsweb.agents.mistaken_expert.UNTARGETED) are "
-                "pooled apart from the kinds it targets; nothing is tuned to raise either."
+                "The critic's first error per run and mistake kind, over the failed "
+                "attempts of that run (runs that share the teacher reflect on the same "
+                "attempt 0: each run's reflections count in its own rows only): the kind of "
+                "task-breaking mistake the scripted teacher made in the attempt (none: it "
+                "made none, the failure came from a detour or a followed note). Error "
+                "found: a critic rule named a step as the error; no error found: none did, "
+                "and the critic named the last step as a guess (guessed right: that step "
+                "was the oracle's first bad step). P: the step a rule found is the "
+                "oracle's first bad step, of the reflections where a rule found one; R: "
+                "of the attempts with a bad step (guesses never count as found). 95% "
+                "Wilson intervals. Kinds no critic rule was written for "
+                "(rmsweb.agents.mistaken_expert.UNTARGETED) are pooled apart from the "
+                "kinds it targets; nothing is tuned to raise either."
+                + (
+                    f" Kinds the teacher never made in these runs (no rows): {', '.join(missing)}."
+                    if missing
+                    else ""
+                )
             )
         )
         for r in kinds:
-            key = f"critic_kind/{r['kind'].replace(' ', '_')}"
+            run = r["run"].removeprefix("collect/")
+            key = f"critic_kind/{run}/{r['kind'].replace(' ', '_')}"
             metrics[f"{key}/first_error_precision"] = r["precision"]
             metrics[f"{key}/first_error_recall"] = r["recall"]
+            metrics[f"{key}/no_error_found"] = r["no_error_found"]
+            metrics[f"{key}/graded"] = r["graded"]
     return sec
