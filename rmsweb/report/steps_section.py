@@ -31,6 +31,18 @@ from rmsweb.report.document import Para, Section, Table
 from rmsweb.report.tables import num, pct
 from rmsweb.suites.miniwob_experts.gold import GOLD_STEPS, MULTI_STEP
 
+# Said in words under every table: with the scripted teacher the effect is set, not found.
+SIMULATOR = (
+    "With the scripted teacher (offline suites), the size of the effect is the "
+    "simulator's: the steps reflection data saves follow from the teacher's habit rate "
+    "(collect.teacher.habits: wasted steps it takes in the same states every time), its "
+    "detour rate and its adherence to reflections, which the spec sets; they measure "
+    "that the recipe carries a saving in the data into the trained policy, not how much "
+    "an LLM teacher wastes. At habit rate 0 or adherence 0 there is nothing for "
+    "reflection to remove that blind retries do not (the retry study's habit-rate and "
+    "adherence sweeps)."
+)
+
 MULTI = "multi-step tasks"
 OTHER = "other tasks"
 ALL = "all tasks"
@@ -229,4 +241,5 @@ def steps_section(
             "(or B) shorter when both intervals lie on one side of 0."
         )
     )
+    sec.blocks.append(Para(SIMULATOR))
     return sec

@@ -9,6 +9,7 @@ import pytest
 
 from rmsweb.report.arms import Episode
 from rmsweb.report.build import build_report
+from rmsweb.report.document import to_markdown
 from rmsweb.report.steps_section import MULTI, OTHER, steps_rows, steps_section
 from rmsweb.store.synthetic import make_episode
 from rmsweb.store.writer import ShardWriter
@@ -117,6 +118,9 @@ def test_the_report_shows_the_steps_of_its_two_sft_arms(tmp_path: Path) -> None:
     titles = [s.title for s in rep.document.sections]
     assert "Steps on solved episodes per task (SFT arms, test split)" in titles
     assert rep.metrics[f"steps/{REFLECT}-vs-{PLAIN}/multi_step/steps_ratio"] < -0.1
+    # It says in words that the size of the effect is the simulator's.
+    md = to_markdown(rep.document)
+    assert "the size of the effect is the simulator's" in md
     # The default job's report compares no SFT arms and gets no such section.
     one = {"eval-sft-s0": runs["eval-sft-s0"]}
     plain_report = build_report(one, title="x", experiment="steps")
