@@ -41,6 +41,9 @@ class StageIO:
     # The stage's command line after `rmsweb` when the CLI runs it: what a stage that
     # plays its units over several local processes starts copies of. None: called in-process.
     argv: list[str] | None = None
+    # params.yaml, where the CLI read the spec from: what a report reads its compared
+    # experiments' resolved specs from. None: called in-process with a spec in hand.
+    params: Path | None = None
 
     @property
     def train_seed(self) -> int:
@@ -126,4 +129,4 @@ def make_stage_io(
         raise StageInputError(
             f"experiment {exp!r} has no training seed {seed} (seeds: {spec.seeds})."
         )
-    return StageIO(exp, spec, parse_inputs(inputs), out, metrics, policy, seed)
+    return StageIO(exp, spec, parse_inputs(inputs), out, metrics, policy, seed, params=params)

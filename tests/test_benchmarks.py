@@ -3,7 +3,7 @@
 A schema or API change that breaks a benchmark fails here, not months later when
 someone wants its figures. Each run is shrunk to seconds (the comment says how); the
 figures themselves mean nothing at this size, only the line's shape and the run's
-success. benchmarks/rl_efficiency.py is run by tests/train/test_rl_efficiency.py,
+success. benchmarks/rl_efficiency.py is run by tests/benchmarks/test_rl_efficiency_bench.py,
 benchmarks/mine_throughput.py by tests/train/test_mine_throughput_bench.py (both need
 the tiny model fixtures there), benchmarks/gpu_step.py by tests/test_gpu_step.py.
 """

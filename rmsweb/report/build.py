@@ -29,6 +29,7 @@ from rmsweb.report.document import (
     to_html,
     to_markdown,
 )
+from rmsweb.report.grid_section import GridPlan, grid_section
 from rmsweb.report.live import live_cells, live_sections
 from rmsweb.report.rl_baselines import RLArm, baselines_blocks
 from rmsweb.report.steps_section import steps_section
@@ -457,6 +458,9 @@ def build_report(
     rl_curves: Mapping[str, list[dict]] | None = None,
     checkpoint_curves: Mapping[str, list[dict]] | None = None,
     viewers: Mapping[str, str] | None = None,
+    grid: GridPlan | None = None,
+    grid_axis: str = "",
+    rl_arms: Sequence[RLArm] = (),
 ) -> Report:
     """The report over the given runs (role -> run folder; roles as the stage's --in).
 
@@ -499,6 +503,8 @@ def build_report(
     doc.sections += results_section(rep, rows, viewers)
     _steps_vs_expert(rep, doc.sections[0], rows, data["steps_vs_expert"])
     doc.sections.append(arms_section(rep, episodes, arms, comparisons))
+    if grid is not None:  # a study's grid: the comparisons against its axis
+        doc.sections.append(grid_section(rep, grid, episodes, grid_axis))
     steps = steps_section(
         rep.metrics,
         episodes,
@@ -514,7 +520,7 @@ def build_report(
     doc.sections.append(pipeline.sft_section(rep, loss_curves or {}, stages))
     doc.sections.append(mining.mine_section(rep, mined))
     doc.sections.append(
-        rl_section(rep, data["rl_curve"], data["rl_reasons"], stages, rl_curves or {})
+        rl_section(rep, data["rl_curve"], data["rl_reasons"], stages, rl_curves or {}, rl_arms)
     )
     per_checkpoint = checkpoint_section(rep, checkpoint_curves or {}, stages, experiment or title)
     if per_checkpoint is not None:  # only where a policy sets every_checkpoint
@@ -556,6 +562,9 @@ def write_report(
     rl_curves: Mapping[str, list[dict]] | None = None,
     checkpoint_curves: Mapping[str, list[dict]] | None = None,
     side_by_side: Sequence[tuple[str, str]] = (),
+    grid: GridPlan | None = None,
+    grid_axis: str = "",
+    rl_arms: Sequence[RLArm] = (),
 ) -> Report:
     """Write report.md, report.html, plots/*.png and (optionally) the viewers to `out`:
     viewer/<role>.html per input with episodes (the report's split), and
@@ -574,6 +583,9 @@ def write_report(
         rl_curves=rl_curves,
         checkpoint_curves=checkpoint_curves,
         viewers={run_name(Path(runs[role])): page for role, page in pages.items()},
+        grid=grid,
+        grid_axis=grid_axis,
+        rl_arms=rl_arms,
     )
     out.mkdir(parents=True, exist_ok=True)
     if pages:

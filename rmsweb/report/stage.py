@@ -21,12 +21,14 @@ from typing import Any
 
 from rmsweb.report.build import PLOT_FILES, write_report
 from rmsweb.report.checkpoints import CURVE_FILE, KIND
+from rmsweb.report.grid_section import Cell, GridPlan, expand
 from rmsweb.report.pipeline import (
     read_curves,
     read_loss_curves,
     read_rl_curves,
     read_stage_records,
 )
+from rmsweb.report.rl_baselines import rl_arms
 from rmsweb.stage_io import StageIO, write_json_atomic
 from rmsweb.store.layout import is_run_dir
 
@@ -76,6 +78,38 @@ def side_by_side_roles(spec: Any, inputs: Sequence[str]) -> list[tuple[str, str]
     return [(a, b) for a, b in pairs if a in inputs and b in inputs]
 
 
+def compared_specs(io: StageIO) -> dict[str, Any]:
+    """The report.compare experiments' resolved specs (from params.yaml), by name."""
+    from rmsweb.spec import load_from_params
+
+    if io.params is None or not io.params.is_file():
+        return {}
+    return {name: load_from_params(io.params, name) for name in io.spec.report.compare}
+
+
+def grid_plan(
+    spec: Any, roles: Sequence[str], arms: list[tuple[str, str]], comparisons: list[tuple[str, str]]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], GridPlan | None, str]:
+    """With a grid: the arms and comparisons per cell, the plan of the grid section and
+    the axis's name (report/grid_section.py). The experiments with cells: the spec, and
+    each compared one whose cells are among the inputs (`<cell>.<role>`)."""
+    if spec.grid is None:
+        return arms, comparisons, None, ""
+    from rmsweb.spec.variants import grid_variants
+
+    variants = grid_variants(spec)
+    cells = [
+        Cell(v.label, "; ".join(f"{a} {t}" for a, t in v.shown.items()), v.own) for v in variants
+    ]
+    others = {v.label for v in variants if not v.own}
+    prefixes = {role.split(".", 1)[0] for role in roles if "." in role}
+    gridded = {spec.name} | {
+        c for c in spec.report.compare if others and {f"{c}-{o}" for o in others} <= prefixes
+    }
+    arms, comparisons, plan = expand(cells, gridded, arms, comparisons)
+    return arms, comparisons, plan, " x ".join(spec.grid.axes)
+
+
 def main(io: StageIO) -> None:
     spec = io.spec.report
     # Every declared input must exist; only those holding tables feed the report
@@ -83,6 +117,12 @@ def main(io: StageIO) -> None:
     inputs = {role: io.input(role) for role in io.inputs}
     runs = {role: path for role, path in inputs.items() if is_run_dir(path)}
     metrics_root = io.metrics.parents[1]
+    arms, comparisons, grid, grid_axis = grid_plan(
+        io.spec,
+        list(inputs),
+        [(row.label, row.arm) for row in spec.arms],
+        [(c.a, c.b) for c in spec.comparisons],
+    )
     tmp = io.out.with_name(f".{io.out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
@@ -93,8 +133,11 @@ def main(io: StageIO) -> None:
             viewer=spec.viewer,
             viewer_max_episodes=spec.viewer_max_episodes,
             experiment=io.spec.name,
-            arms=[(row.label, row.arm) for row in spec.arms],
-            comparisons=[(c.a, c.b) for c in spec.comparisons],
+            arms=arms,
+            comparisons=comparisons,
+            grid=grid,
+            grid_axis=grid_axis,
+            rl_arms=rl_arms(io.spec, compared_specs(io)),
             stages=read_stage_records(inputs, metrics_root),
             loss_curves=read_loss_curves(inputs, metrics_root),
             rl_curves=read_rl_curves(inputs, metrics_root),
