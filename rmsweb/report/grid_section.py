@@ -12,8 +12,9 @@ reads the paired differences the arms section computed and lays them out per cel
 - one figure: each comparison against the axis, bars the seed interval where there are
   two seeds or more, else the unit interval;
 - the capacity of the baseline arm (the first comparison's B, e.g. SFT): per task, the
-  share of the expert − baseline gap that the largest cell closes over the smallest
-  (rmsweb/sweep/capacity.py); the expert is the report's expert arm where it has one.
+  share of the expert − baseline gap at the spec's own cell (the default budget; the
+  first cell when the own is the last) that the last cell closes (rmsweb/sweep/capacity.py);
+  the expert is the report's expert arm where it has one.
 """
 
 from __future__ import annotations
@@ -127,10 +128,13 @@ def capacity_rows(
     plan: GridPlan, episodes: Sequence[Episode]
 ) -> tuple[str, str, dict[str, dict[str, Any]]] | None:
     """(low cell, high cell, task -> capacity row) for the baseline arm, or None."""
-    cells = [c.label for c in plan.cells if c.label in plan.baseline]
+    cells = [c for c in plan.cells if c.label in plan.baseline]
     if len(cells) < 2:
         return None
-    low, high = cells[0], cells[-1]
+    # From the spec's own cell (the default budget) to the last; from the first where the
+    # own cell is the last.
+    own = next((i for i, c in enumerate(cells) if c.own), 0)
+    low, high = cells[own if own < len(cells) - 1 else 0].label, cells[-1].label
     s_low = per_task_success(episodes, plan.baseline[low])
     s_high = per_task_success(episodes, plan.baseline[high])
     expert = per_task_success(episodes, plan.expert) if plan.expert else {}

@@ -62,6 +62,21 @@ def _episodes() -> list[Episode]:
     return out
 
 
+def test_capacity_runs_from_the_own_cell_to_the_last() -> None:
+    from rmsweb.report.grid_section import GridPlan, capacity_rows
+
+    cells = [Cell("b25", "25", False), Cell("b50", "50", True), Cell("b200", "200", False)]
+    base = {"b25": "x-b25/sft", "b50": "x/sft", "b200": "x-b200/sft"}
+    episodes = [
+        Episode(arm, 0, "t", u, u < solved, 1)
+        for arm, solved in (("x-b25/sft", 1), ("x/sft", 2), ("x-b200/sft", 6))
+        for u in range(10)
+    ]
+    low, high, rows = capacity_rows(GridPlan(cells, baseline=base), episodes)
+    assert (low, high) == ("b50", "b200")
+    assert rows["t"]["sft_low"] == pytest.approx(0.2) and rows["t"]["share"] == pytest.approx(0.5)
+
+
 def test_the_section_tabulates_each_cell_and_the_capacity() -> None:
     arms, comparisons, plan = expand(CELLS, {"bud"}, ARMS[:2] + ARMS[3:], COMPARISONS[:1])
     rep = SimpleNamespace(metrics={})
