@@ -35,7 +35,7 @@ def expert_policy(suite: Any, tasks: list[str], name: str = "expert") -> Any:
 
 def mistaken_expert(teacher_spec: Any, suite: Any, tasks: list[str], seed: int, name: str) -> Any:
     """The scripted expert with the mistake model of an `ExpertTeacher` spec section."""
-    from rmsweb.agents.mistaken_expert import MistakenExpert
+    from rmsweb.agents.mistaken_expert import Habits, MistakenExpert
 
     gold = expert_policy(suite, tasks)  # a clear error when a task has no expert
     return MistakenExpert(
@@ -48,6 +48,7 @@ def mistaken_expert(teacher_spec: Any, suite: Any, tasks: list[str], seed: int, 
         adherence=teacher_spec.adherence,
         seed=seed,
         name=name,
+        habits=Habits.of(getattr(teacher_spec, "habits", None)),
     )
 
 

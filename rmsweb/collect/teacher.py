@@ -89,16 +89,6 @@ def task_gold_lengths(gold_policy: Policy, play: PlayFn | None, seeds: Sequence[
     return gold
 
 
-def _give_habits(policy: Any, teacher_spec: Any) -> None:
-    """The scripted teacher's habits (`collect.teacher.habits`), where the policy builder
-    did not already give them."""
-    from rmsweb.agents.mistaken_expert import Habits, MistakenExpert
-
-    habits = Habits.of(getattr(teacher_spec, "habits", None))
-    if habits is not None and isinstance(policy, MistakenExpert) and policy.habits is None:
-        policy.habits = habits
-
-
 def build_teacher(spec: Any, suite: Any, play: PlayFn | None = None) -> Teacher:
     """The collect stage's teacher, judge and reflector from the spec. `play` lets the
     judge play the gold expert for a gold length (without it: clean attempts only)."""
@@ -114,7 +104,6 @@ def build_teacher(spec: Any, suite: Any, play: PlayFn | None = None) -> Teacher:
 
         acting = teacher_policy(spec, suite, name="teacher")
         reflector = rule_critic()
-        _give_habits(acting, c.teacher)
     else:
         from rmsweb.judge.reflect import llm_reflector
 
