@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--skills", nargs="*", default=list(SKILLS))
     p.add_argument("--vocab-size", type=int, default=1536)
     p.add_argument("--corpus", type=Path, help="Extra tokenizer texts, one a line.")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, help="torch threads (default: models/threads.py's share)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="Also write the result JSON here.")
     a = p.parse_args(argv)
@@ -41,10 +41,12 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from rmsweb.models.config import TinySize
+    from rmsweb.models.threads import torch_threads
     from rmsweb.models.tiny import build_text_model, count_parameters
     from rmsweb.models.tokenizer import train_tokenizer
 
-    torch.set_num_threads(a.threads)
+    # On a busy machine 1 thread can be 5x faster than 2 (spinning OpenMP workers).
+    torch.set_num_threads(torch_threads(a.threads))
     start = time.time()
     corpus = texts(generate(2000, a.seed + 7, a.skills))
     if a.corpus:
