@@ -4,7 +4,9 @@ Each point's value is read from the metrics file of the stage that holds the met
 (`eval.rl.success`: the rl policy's eval on val, per training seed; `collect.yield`:
 the point's collection). Intervals, 95%:
 - `ci_low`/`ci_high` over units: Wilson on the pooled count where the metric is a rate
-  with a known denominator (success over n episodes, yield over task-seeds), else none;
+  with a known denominator (success over n episodes, yield over task-seeds); else, with
+  one metrics file, the stage's own `<key>_ci_low`/`_ci_high` (collect's steps_saved
+  bootstrap); else none;
 - `seed_ci_low`/`seed_ci_high` over training seeds: a t-interval of the per-seed
   values, with two or more seeds.
 The best point is the one with the best mean; `ties_best` lists the points whose
@@ -80,7 +82,12 @@ def read_point(
                 if isinstance(rate, (int, float)) and not isinstance(rate, bool):
                     by_task.setdefault(str(task), []).append(float(rate))
         denominator = data.get(DENOMINATORS.get(key, ""), None)
-        if isinstance(denominator, int) and denominator > 0 and 0 <= value <= 1:
+        own_ci = (data.get(f"{key}_ci_low"), data.get(f"{key}_ci_high"))
+        if len(files) == 1 and all(isinstance(x, (int, float)) for x in own_ci):
+            # The stage's own interval over its units (e.g. collect's steps_saved bootstrap)
+            result.ci_low, result.ci_high = float(own_ci[0]), float(own_ci[1])  # type: ignore[arg-type]
+            counted = False
+        elif isinstance(denominator, int) and denominator > 0 and 0 <= value <= 1:
             hits += denominator
             successes += round(value * denominator)
         else:

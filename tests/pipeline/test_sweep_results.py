@@ -62,3 +62,13 @@ def test_best_and_ties_and_the_table(tmp_path: Path) -> None:
     assert header[:3] == ["point", "x", "value"] and rows[0][:3] == ["s-a", "a", 0.5]
     summary_min = summarize("s", "exp", {**definition, "goal": "min"}, points)
     assert summary_min["best"] == "s-a"
+
+
+def test_a_stage_s_own_interval_is_the_units_interval(tmp_path: Path) -> None:
+    f = _write(
+        tmp_path,
+        "c",
+        {"steps_saved": 0.3, "steps_saved_ci_low": 0.2, "steps_saved_ci_high": 0.38},
+    )
+    r = read_point("p", {}, {}, {"collect": f}, "steps_saved")
+    assert (r.value, r.ci_low, r.ci_high, r.n) == (0.3, 0.2, 0.38, None)
