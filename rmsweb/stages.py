@@ -122,6 +122,18 @@ STAGE_LIST: tuple[StageDef, ...] = (
         sharded=True,
     ),
     StageDef(
+        "regime",
+        "rmsweb.regime.stage",
+        "Headroom, reach and length of the SFT policy on val, before RL (the recipe's regime).",
+        (
+            "rmsweb/regime",
+            "rmsweb/mine",
+            "rmsweb/evaluate",
+            "rmsweb/train/salvage_ds/reward.py",
+            *_ROLLOUT,
+        ),
+    ),
+    StageDef(
         "rl",
         "rmsweb.train.salvage_ds.stage",
         "RL on mined states: grpo, dapo_ds or Salvage-DS.",

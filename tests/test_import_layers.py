@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1] / "rmsweb"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__main__",),
     ("cli",),
-    ("evalckpt",),  # a stage built from two others: replays train's RL, runs evaluate's eval
+    ("evalckpt", "regime"),  # stages built from others: replays train's RL, runs evaluate's eval
     ("sweep",),  # ranks other stages' metrics; its commands read reports and write specs
     ("collect", "mine", "train", "evaluate", "report"),  # the stage packages
     ("rollout", "judge"),

@@ -36,6 +36,7 @@ from typing import Any
 
 from rmsweb.errors import UserError
 from rmsweb.spec import ExperimentSpec
+from rmsweb.spec.regime import regime_enabled
 from rmsweb.spec.sweep import Metric
 from rmsweb.stages import STAGES, StageDef
 
@@ -202,6 +203,7 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
         )
 
     trained: dict[str, dict[int, Stage]] = {"sft": {}, "rl": {}}
+    regimes: list[Stage] = []  # headroom, reach and length before RL, per seed
     pretrained = _pretrained_model(spec, add, preflight)
     for seed in spec.seeds:
         sft_upstream = {"collect": collect}
@@ -244,6 +246,17 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
         )
         rl = add("rl", [Read("model"), Read("rl")], {"mine": mine, "sft": sft}, seed=seed)
         trained["sft"][seed], trained["rl"][seed] = sft, rl
+        if regime_enabled(spec):
+            regime_reads = [
+                Read("suite", frozenset({"train", "test", "mine"})),
+                Read("model.prompt"),
+                Read("model.backend"),
+                Read("rl.group_size"),
+                Read("rl.temperature"),
+                Read("rl.reward", frozenset({"kind", "format_bonus", "invert"})),
+                Read("regime", frozenset({"enabled"})),
+            ]
+            regimes.append(add("regime", regime_reads, {"sft": sft, "mine": mine}, seed=seed))
 
     evals: list[Stage] = []
     for i, policy in enumerate(spec.eval.policies if not spec.eval.suites else []):
@@ -284,6 +297,8 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
 
     for ev in evals:
         visit(ev)
+    for regime in regimes:
+        visit(regime)
     add("report", [Read("name"), Read("report")], report_upstream)
     return stages
 

@@ -31,6 +31,7 @@ from rmsweb.report.document import (
 )
 from rmsweb.report.grid_section import GridPlan, grid_section
 from rmsweb.report.live import live_cells, live_sections
+from rmsweb.report.regime_section import regime_section
 from rmsweb.report.rl_baselines import RLArm, baselines_blocks
 from rmsweb.report.steps_section import steps_section
 from rmsweb.report.summary import summary_metrics
@@ -519,6 +520,9 @@ def build_report(
     doc.sections.append(retry_study.section(rep.metrics, data, collects))
     doc.sections.append(pipeline.sft_section(rep, loss_curves or {}, stages))
     doc.sections.append(mining.mine_section(rep, mined))
+    regime = regime_section(rep.metrics, stages)
+    if regime is not None:  # specs with an rl policy on a suite with a scripted expert
+        doc.sections.append(regime)
     doc.sections.append(
         rl_section(rep, data["rl_curve"], data["rl_reasons"], stages, rl_curves or {}, rl_arms)
     )

@@ -13,7 +13,7 @@ reads the paired differences the arms section computed and lays them out per cel
   two seeds or more, else the unit interval;
 - the capacity of the baseline arm (the first comparison's B, e.g. SFT): per task, the
   share of the expert − baseline gap at the spec's own cell (the default budget; the
-  first cell when the own is the last) that the last cell closes (rmsweb/sweep/capacity.py);
+  first cell when the own is the last) that the last cell closes (rmsweb/report/capacity.py);
   the expert is the report's expert arm where it has one.
 """
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmsweb.report.arms import Difference, Episode
+from rmsweb.report.capacity import pooled, task_row
 from rmsweb.report.document import Figure, Para, Section, Table
-from rmsweb.sweep.capacity import pooled, task_row
 
 
 @dataclass(frozen=True)

@@ -105,9 +105,9 @@ def _index(sweep: Any, axis: str, point: SweepPoint) -> int:
 
 
 def capacity(name: str, root: Path, expert_file: Path | None, echo: Callable[[str], None]) -> None:
-    """`rmsweb sweep capacity`: the capacity measure of a budget sweep (sweep/capacity.py)."""
-    from rmsweb.sweep.capacity import capacity as measure
-    from rmsweb.sweep.capacity import table as capacity_table
+    """`rmsweb sweep capacity`: the capacity measure of a budget sweep (report/capacity.py)."""
+    from rmsweb.report.capacity import capacity as measure
+    from rmsweb.report.capacity import table as capacity_table
 
     spec, _ = find_sweep(root, name)
     results = _read_results(root, name, spec)

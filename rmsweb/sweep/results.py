@@ -53,7 +53,7 @@ class PointResult:
     seeds: dict[str, float] = field(default_factory=dict)  # role -> value
     missing: list[str] = field(default_factory=list)  # roles without the metric
     # Per task, the mean over seeds, where the metrics file breaks the metric down
-    # (an eval's `per_task` success): what the capacity measure reads (sweep/capacity.py).
+    # (an eval's `per_task` success): what the capacity measure reads (report/capacity.py).
     per_task: dict[str, float] = field(default_factory=dict)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rmsweb.sweep.capacity import capacity, table, task_row
+from rmsweb.report.capacity import capacity, table, task_row
 from rmsweb.sweep.results import read_point, summarize
 
 

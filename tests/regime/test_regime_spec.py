@@ -28,7 +28,7 @@ def test_on_by_default_where_an_rl_policy_is_evaluated() -> None:
 def test_bad_values_are_refused() -> None:
     with pytest.raises(ValidationError, match="val_seeds_per_task"):
         spec(regime={"val_seeds_per_task": 0})
-    with pytest.raises(ValidationError, match="regime.val_seeds"):
+    with pytest.raises(ValidationError, match=r"regime\.val_seeds"):
         spec(regime={"val_seeds": 3})
 
 
