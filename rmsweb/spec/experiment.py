@@ -14,7 +14,7 @@ from .grid import GridSpec
 from .mine import MineSpec
 from .miniwob_tasks import MINIWOB_EXPERT_TASKS
 from .model import ModelSpec, TinyModel
-from .regime import RegimeSpec
+from .regime import RegimeSpec, regime_enabled
 from .report import ReportSpec
 from .rl import RLSpec, SalvageDS
 from .serve import local_port
@@ -133,6 +133,7 @@ class ExperimentSpec(SpecModel):
                 )
         if isinstance(self.suite, MiniWoBSuite):
             self._experts_exist(self.suite)
+        regime_enabled(self)  # regime.enabled: true on a suite without an expert fails here
         budget, train = self.sft.demos_per_task, getattr(self.suite, "train", None)
         if budget is not None and train is None:
             raise SpecFieldError(
