@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rmsweb.agents.prompt import PromptConfig
+from rmsweb.env.actions import parse_action
+from rmsweb.env.types import Action
 
 from .synthetic import Example, messages
 
@@ -54,16 +56,29 @@ def greedy_outputs(
     return outputs
 
 
+def _target(text: str) -> tuple[str, str | None] | None:
+    action = parse_action(text)
+    return (action.type, action.target) if isinstance(action, Action) else None
+
+
 def accuracy(
     model: Any,
     tokenizer: Any,
     examples: Sequence[Example],
     prompt: PromptConfig,
     batch_size: int = 64,
-) -> dict[str, float]:
-    """skill -> share of examples whose greedy output is exactly the right completion."""
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per skill: the share of examples whose greedy output is exactly the right completion,
+    and the share with the right action type and element (the typed value aside: what a
+    model gets before it can copy)."""
     outputs = greedy_outputs(model, tokenizer, examples, prompt, batch_size)
-    right: dict[str, list[bool]] = defaultdict(list)
+    exact: dict[str, list[bool]] = defaultdict(list)
+    target: dict[str, list[bool]] = defaultdict(list)
     for ex, out in zip(examples, outputs, strict=True):
-        right[ex.skill].append(out == ex.completion)
+        exact[ex.skill].append(out == ex.completion)
+        target[ex.skill].append(_target(out) == _target(ex.completion))
+    return _shares(exact), _shares(target)
+
+
+def _shares(right: dict[str, list[bool]]) -> dict[str, float]:
     return {skill: round(sum(r) / len(r), 4) for skill, r in sorted(right.items())}

@@ -74,6 +74,10 @@ def hyper(s: PretrainSettings) -> SFTHyper:
     )
 
 
+def _mean(shares: dict[str, float]) -> float:
+    return round(sum(shares.values()) / len(shares), 4)
+
+
 def pretrain(
     model: Any,
     tokenizer: Any,
@@ -91,11 +95,11 @@ def pretrain(
     held_out = generate(s.eval_per_skill * len(s.skills), s.seed + HELD_OUT_OFFSET, s.skills)
     samples = [to_sample(ex, i, prompt, count) for i, ex in enumerate(train)]
     t0 = time.time()
-    before = accuracy(model, tokenizer, held_out, prompt)
+    before, target_before = accuracy(model, tokenizer, held_out, prompt)
     t1 = time.time()
     model, history = train_sft(model, tokenizer, samples, hyper(s), work_dir, callbacks=callbacks)
     wall = time.time() - t1
-    after = accuracy(model, tokenizer, held_out, prompt)
+    after, target_after = accuracy(model, tokenizer, held_out, prompt)
     losses = [h["loss"] for h in history if "loss" in h]
     metrics: dict[str, Any] = {
         "samples": len(samples),
@@ -103,8 +107,12 @@ def pretrain(
         "steps": s.steps,
         "accuracy_before": before,
         "accuracy_after": after,
-        "accuracy_before_mean": round(sum(before.values()) / len(before), 4),
-        "accuracy_after_mean": round(sum(after.values()) / len(after), 4),
+        "accuracy_before_mean": _mean(before),
+        "accuracy_after_mean": _mean(after),
+        # right action type and element, the typed value aside
+        "target_accuracy_before": target_before,
+        "target_accuracy_after": target_after,
+        "target_accuracy_after_mean": _mean(target_after),
         "loss_first": losses[0] if losses else None,
         "loss_final": losses[-1] if losses else None,
         "train_wall_s": round(wall, 1),
