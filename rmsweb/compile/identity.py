@@ -53,7 +53,10 @@ def stage_run_key(
 ) -> str:
     """`<identity>-<hash of code and inputs>` of the `kind` stage of `spec` (eval: `variant`,
     per-seed stages: `seed`, default the spec's first training seed)."""
-    if seed is None and kind in ("model", "sft", "mine", "rl"):
+    per_seed = ("sft", "mine", "rl")
+    if getattr(spec.model, "pretrain", None) is None:
+        per_seed += ("model",)  # with model.pretrain, one model stage for every seed
+    if seed is None and kind in per_seed:
         seed = spec.seeds[0]
     planned = [
         s

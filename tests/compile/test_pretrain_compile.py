@@ -83,3 +83,18 @@ def test_a_spec_without_pretrain_is_unchanged(repo_root: Path) -> None:
     assert "suite.train" in models[0].params
     explicit_null = _spec(repo_root, "plain", seeds=[0, 1], model__pretrain=None)
     assert [s.identity for s in plan_experiment(explicit_null)] == [s.identity for s in stages]
+
+
+def test_the_run_key_of_a_pretraining_spec_s_model_stage_has_no_seed() -> None:
+    from rmsweb.compile.identity import stage_run_key
+    from rmsweb.spec import ExperimentSpec
+
+    spec = ExperimentSpec.model_validate(
+        {
+            "name": "x",
+            "suite": {"kind": "miniwob", "tasks": ["click-button"]},
+            "model": {"kind": "tiny", "pretrain": {"steps": 10}},
+        }
+    )
+    # One model stage for every seed: found without a seed, not looked up at seed 0.
+    assert stage_run_key(spec, "model") != stage_run_key(spec, "pretrain")
