@@ -81,6 +81,9 @@ def steps_saved(pairs: list[tuple[int, int]]) -> dict[str, float | int | None]:
     }
     if not pairs:
         return out
+    # Sorted first: the interval must not depend on the order the episodes were stored in
+    # (a collection resumed after a kill stores them in another order).
+    pairs = sorted(pairs)
     rng = random.Random(BOOTSTRAP_SEED)
     boots = [saved(rng.choices(pairs, k=len(pairs))) for _ in range(BOOTSTRAP_SAMPLES)]
     out["steps_saved"] = round(saved(pairs), 4)

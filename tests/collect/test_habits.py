@@ -154,3 +154,16 @@ def test_habits_spec_is_left_out_while_null_and_checked() -> None:
         ExperimentSpec.model_validate(
             {"name": "h", "collect": {"teacher": {"habits": {"kinds": ["inspect", "inspect"]}}}}
         )
+
+
+def test_the_steps_saved_interval_does_not_depend_on_the_episodes_order() -> None:
+    import random
+
+    from rmsweb.collect.metrics import steps_saved
+
+    pairs = [(4, 3), (3, 3), (5, 3), (4, 4), (6, 3), (3, 3), (4, 3)] * 3
+    shuffled = pairs[:]
+    random.Random(1).shuffle(shuffled)
+    # A collection resumed after a kill stores its episodes in another order.
+    assert steps_saved(shuffled) == steps_saved(pairs)
+    assert steps_saved(pairs)["steps_saved_ci_low"] < steps_saved(pairs)["steps_saved"]
