@@ -62,9 +62,9 @@ def main(io: StageIO) -> None:
         trust_remote_code=getattr(m, "trust_remote_code", False),
     )
     prompt = prompt_config(m)
-    records = within_budget(
-        read_records(collect_dir), spec.suite.train.start, s.demos_per_task
-    )  # sft.demos_per_task: the first N train seeds of each task
+    records = read_records(collect_dir)
+    if s.demos_per_task is not None:  # the first N train seeds of each task (MiniWoB only)
+        records = within_budget(records, spec.suite.train.start, s.demos_per_task)
 
     def count(text: str) -> int:
         return len(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
