@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, SerializationInfo, field_validator, model_serializer, model_validator
 
-from .common import SpecFieldError, SpecModel, default_kind
+from .common import SpecFieldError, SpecModel, default_kind, omit_null
 from .serve import VLLMServer, local_port
 
 ErrorKind = Literal[
@@ -145,12 +145,7 @@ class ExpertTeacher(SpecModel):
 
     @model_serializer(mode="wrap")
     def _omit_unset_habits(self, handler: Any, info: SerializationInfo) -> Any:
-        # Left out while null, so specs without habits dump (params.yaml) and hash (the
-        # collect stage's identity) exactly as before the field existed.
-        data = handler(self)
-        if isinstance(data, dict) and data.get("habits", 0) is None:
-            data.pop("habits")
-        return data
+        return omit_null(handler(self), "habits")  # specs without it dump as before
 
 
 class OpenAITeacher(OpenAIEndpoint):

@@ -80,3 +80,12 @@ __all__ = [
     "SpecModel",
     "check_range",
 ]
+
+
+def omit_null(data: Any, key: str) -> Any:
+    """A dumped section without `key` while it is null: a field added later then leaves the
+    specs that do not set it dumping (params.yaml) and hashing (stage identities) exactly
+    as before it existed. For a `model_serializer(mode="wrap")`."""
+    if isinstance(data, dict) and key in data and data[key] is None:
+        data.pop(key)
+    return data

@@ -12,7 +12,7 @@ from pydantic import (
     model_validator,
 )
 
-from .common import SpecFieldError, SpecModel
+from .common import SpecFieldError, SpecModel, omit_null
 
 
 class LoraSpec(SpecModel):
@@ -168,12 +168,7 @@ class TinyModel(_ModelBase):
 
     @model_serializer(mode="wrap")
     def _omit_unset_pretrain(self, handler: Any, info: SerializationInfo) -> Any:
-        # Left out while null, so specs without pretraining dump (params.yaml) and hash
-        # (every stage that reads `model`) exactly as before the field existed.
-        data = handler(self)
-        if isinstance(data, dict) and data.get("pretrain", 0) is None:
-            data.pop("pretrain")
-        return data
+        return omit_null(handler(self), "pretrain")  # specs without it dump as before
 
     @model_validator(mode="after")
     def _shapes(self) -> TinyModel:
