@@ -438,7 +438,10 @@ def _owner_order(
     before a sweep's point, so a point never takes a stage its spec shares."""
     role = next(iter(instances.values())).role
     by_name = sorted(instances, key=lambda n: (n in points, len(n), n))
-    return sorted(by_name, key=lambda n: (role, n) not in kept)  # stable: keeps name order
+    owner = next((n for n in by_name if (role, n) in kept), by_name[0])
+    # Only the owner comes from the previous dvc.yaml; the other sharers keep name order,
+    # so a second compile after a merge of stages writes the same file as the first.
+    return [owner] + [n for n in by_name if n != owner]
 
 
 def plan_project(

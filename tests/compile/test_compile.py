@@ -47,6 +47,23 @@ def test_check_exits_1_with_a_diff_when_stale(project: Path) -> None:
     assert runner.invoke(app, ["compile", "--check", "--root", str(project)]).exit_code == 0
 
 
+def test_one_compile_settles_when_an_experiment_starts_sharing_a_stage(project: Path) -> None:
+    # An arm with its own SFT (another learning rate) owns sft-s0_<arm>; set back to the
+    # default job's value, its SFT becomes the default job's. One compile must then be
+    # enough: the shared stage's sharers may not depend on who owned what before.
+    runner = CliRunner()
+    arm = project / "experiments" / "zz-a-long-arm-name.yaml"
+    arm.write_text(
+        "extends: miniwob-cpu.yaml\nname: zz-a-long-arm-name\nsft: {learning_rate: 5.0e-4}\n"
+    )
+    assert runner.invoke(app, ["compile", "--root", str(project)]).exit_code == 0
+    assert "sft-s0_zz-a-long-arm-name" in (project / "dvc.yaml").read_text()
+    arm.write_text("extends: miniwob-cpu.yaml\nname: zz-a-long-arm-name\n")
+    assert runner.invoke(app, ["compile", "--root", str(project)]).exit_code == 0
+    result = runner.invoke(app, ["compile", "--check", "--root", str(project)])
+    assert result.exit_code == 0, result.output
+
+
 def test_removed_experiment_removes_its_sky_file(project: Path) -> None:
     (project / "experiments" / "paper-32b.yaml").unlink()
     runner = CliRunner()
@@ -287,9 +304,10 @@ def test_retry_ablations_share_what_does_not_depend_on_collect(repo_root: Path) 
     # The retry study runs on the steps experiment's multi-step suite: its none arm is
     # that experiment's plain arm, and the blind arm keeps its stage names.
     assert "sft-s0_miniwob-cpu-retry-blind" in stages
-    # The model does not depend on the arm's data: every arm starts from the same one.
-    assert "miniwob-cpu-retry-blind" in stages["model-s0_miniwob-cpu-steps"].sharers
-    assert "miniwob-cpu-steps-plain" in stages["model-s0_miniwob-cpu-steps"].sharers
+    # The model does not depend on the arm's data: every arm starts from the same one
+    # (pretrained, as the default job's: one model stage for every seed).
+    assert "miniwob-cpu-retry-blind" in stages["model_miniwob-cpu-steps"].sharers
+    assert "miniwob-cpu-steps-plain" in stages["pretrain_miniwob-cpu-steps"].sharers
     study = stages["report_miniwob-cpu-retry-study"]
     assert (
         study.upstream["miniwob-cpu-steps-plain.collect"].name == "collect_miniwob-cpu-steps-plain"

@@ -17,10 +17,10 @@ STUDY = """
 extends: miniwob-cpu.yaml
 name: bud
 seeds: [0]
-sft: {demos_per_task: 300}
+sft: {demos_per_task: 200}
 grid:
   axes:
-    budget: {sft.demos_per_task: [75, 300], labels: [b75, b300]}
+    budget: {sft.demos_per_task: [30, 200], labels: [b30, b200]}
 report:
   compare: [bud-ctl, bud-canary]
   arms:
@@ -51,41 +51,41 @@ def test_cells_are_experiments_sharing_the_collection(project: Path) -> None:
     write_generated(project, compile_project(project))
     stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
     names = set(stages)
-    # The own cell (300) is the spec itself; the other is an experiment beside it, for
+    # The own cell (200) is the spec itself; the other is an experiment beside it, for
     # the spec and for the arm that inherits the grid, not for the canary (grid: null).
-    assert "sft-s0_bud-b75" in names and "eval-rl-s0_bud-b75" in names
-    assert "rl-s0_bud-ctl-b75" in names
-    assert not [n for n in names if n.endswith("_bud-b300") or "canary-b75" in n]
-    assert not [n for n in names if n.startswith("report_") and n.endswith("-b75")]  # no cell's
+    assert "sft-s0_bud-b30" in names and "eval-rl-s0_bud-b30" in names
+    assert "rl-s0_bud-ctl-b30" in names
+    assert not [n for n in names if n.endswith("_bud-b200") or "canary-b30" in n]
+    assert not [n for n in names if n.startswith("report_") and n.endswith("-b30")]  # no cell's
     # One collection for every budget: demos_per_task is SFT's.
-    sft = stages["sft-s0_bud-b75"]["cmd"]
+    sft = stages["sft-s0_bud-b30"]["cmd"]
     assert "--in collect=runs/collect/miniwob-cpu " in sft + " "
     params = yaml.safe_load((project / "params.yaml").read_text())
-    assert params["bud-b75"]["sft"]["demos_per_task"] == 75
-    assert params["bud-ctl-b75"]["rl"]["learning_rate"] == 3e-5
+    assert params["bud-b30"]["sft"]["demos_per_task"] == 30
+    assert params["bud-ctl-b30"]["rl"]["learning_rate"] == 3e-5
     # The report reads every arm's cells.
     report = stages["report_bud"]["cmd"]
-    for role in ("bud-b75.eval-rl-s0", "bud-ctl-b75.eval-rl-s0", "bud-ctl.eval-rl-s0"):
+    for role in ("bud-b30.eval-rl-s0", "bud-ctl-b30.eval-rl-s0", "bud-ctl.eval-rl-s0"):
         assert f"--in {role}=" in report, role
-    assert "bud-canary.eval-rl-s0" in report and "bud-canary-b75" not in report
+    assert "bud-canary.eval-rl-s0" in report and "bud-canary-b30" not in report
 
 
 def test_a_bad_grid_value_fails_validation_at_the_grid_line(project: Path) -> None:
     path = project / "experiments" / "bud.yaml"
-    path.write_text(STUDY.replace("[75, 300]", "[75, 900]"))  # above suite.train.count
+    path.write_text(STUDY.replace("[30, 200]", "[30, 900]"))  # above suite.train.count
     with pytest.raises(SpecErrors) as exc:
         load_experiment(path)
     (err,) = exc.value.errors
     assert err.key == "grid.axes.budget.sft.demos_per_task"
-    assert "exceeds the train seeds" in err.message and "(variant bud-b300)" in err.message
+    assert "exceeds the train seeds" in err.message and "(variant bud-b200)" in err.message
     budget_line = STUDY.splitlines().index(
-        "    budget: {sft.demos_per_task: [75, 300], labels: [b75, b300]}"
+        "    budget: {sft.demos_per_task: [30, 200], labels: [b30, b200]}"
     )
     assert err.pos.line == budget_line + 1  # 1-based
 
 
 def test_a_grid_may_not_move_the_evals(project: Path) -> None:
     path = project / "experiments" / "bud.yaml"
-    path.write_text(STUDY.replace("sft.demos_per_task: [75, 300]", "eval.splits: [[val], [test]]"))
+    path.write_text(STUDY.replace("sft.demos_per_task: [30, 200]", "eval.splits: [[val], [test]]"))
     with pytest.raises(SpecErrors, match=r"a grid cannot set eval\.splits"):
         load_experiment(path)

@@ -20,7 +20,7 @@ sweep:
     metric: eval.rl.success
     base: {seeds: [0]}
     axes:
-      lr: {rl.learning_rate: [1.0e-5, 3.0e-5]}
+      lr: {rl.learning_rate: [1.0e-5, 2.0e-5]}
 """
 
 
@@ -55,19 +55,19 @@ def test_adding_a_sweep_renames_nothing_and_shares_upstream(project: Path) -> No
     new = sorted(set(after) - set(before))
     assert new == [
         "eval-rl-s0_my-lr-lr1e-05",
-        "eval-rl-s0_my-lr-lr3e-05",
+        "eval-rl-s0_my-lr-lr2e-05",
         "report_my-exp",
         "rl-s0_my-lr-lr1e-05",
-        "rl-s0_my-lr-lr3e-05",
+        "rl-s0_my-lr-lr2e-05",
         "sweep-my-lr_my-exp",
     ]
-    rl = after["rl-s0_my-lr-lr3e-05"]
+    rl = after["rl-s0_my-lr-lr2e-05"]
     # The point trains on the default job's SFT and mined states: shared, not copied.
     assert "--in mine=runs/mine/miniwob-cpu/s0 --in sft=runs/sft/miniwob-cpu/s0" in rl["cmd"]
-    assert "my-lr-lr3e-05.rl.learning_rate" in rl["params"]
+    assert "my-lr-lr2e-05.rl.learning_rate" in rl["params"]
     params = yaml.safe_load((project / "params.yaml").read_text())
-    assert params["my-lr-lr3e-05"]["rl"]["learning_rate"] == 3e-5
-    assert params["my-lr-lr3e-05"]["eval"]["policies"][-1]["splits"] == ["val"]
+    assert params["my-lr-lr2e-05"]["rl"]["learning_rate"] == 2e-5
+    assert params["my-lr-lr2e-05"]["eval"]["policies"][-1]["splits"] == ["val"]
     sweep = after["sweep-my-lr_my-exp"]
     assert sweep["cmd"].startswith("rmsweb sweep report --exp my-exp --sweep my-lr ")
     assert "metrics/eval/my-lr-lr1e-05-rl-s0.json" in sweep["deps"]
@@ -95,13 +95,13 @@ def test_sweep_names_are_unique_and_points_take_no_experiments_name(project: Pat
 def test_separate_jobs_write_a_task_per_point_named_by_its_run_key(project: Path) -> None:
     _add(project, SWEEP.replace("split: val", "split: val\n    jobs: separate"))
     files = compile_project(project)
-    assert {"sky/sweep-my-lr.yaml", "sky/my-lr-lr1e-05.yaml", "sky/my-lr-lr3e-05.yaml"} <= set(
+    assert {"sky/sweep-my-lr.yaml", "sky/my-lr-lr1e-05.yaml", "sky/my-lr-lr2e-05.yaml"} <= set(
         files
     )
-    task = yaml.safe_load(files["sky/my-lr-lr3e-05.yaml"])
-    assert task["name"].startswith("rmsweb-my-lr-lr3e-05-") and len(task["name"]) > 25
-    assert "stage rl-s0_my-lr-lr3e-05" in task["run"]
-    assert "stage eval-rl-s0_my-lr-lr3e-05" in task["run"]
+    task = yaml.safe_load(files["sky/my-lr-lr2e-05.yaml"])
+    assert task["name"].startswith("rmsweb-my-lr-lr2e-05-") and len(task["name"]) > 25
+    assert "stage rl-s0_my-lr-lr2e-05" in task["run"]
+    assert "stage eval-rl-s0_my-lr-lr2e-05" in task["run"]
     assert "sweep-my-lr" not in task["run"] and "lr1e-05" not in task["run"]
     # Another learning rate is another job name (another run key).
     other = yaml.safe_load(files["sky/my-lr-lr1e-05.yaml"])["name"]
