@@ -30,6 +30,7 @@ suite:
   tasks: [click-button, enter-text]
   train: {start: 0, count: 3}
 collect: {processes: 1}
+sft: {demos_per_task: null}
 sweep:
   errs:
     split: train
