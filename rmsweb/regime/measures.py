@@ -10,6 +10,9 @@
   (pass@G), with the Wilson interval of the counts; pooled over all the states (the
   share of failure states, whatever their task), on the mined states and on the val
   failure states apart.
+- reach on target: the same with a sample counted when it has a reference's action type
+  and element, whatever value it types: where it is far above reach, the policy finds
+  the field and fails on the value (a copying skill), not on the element.
 """
 
 from __future__ import annotations
@@ -42,12 +45,16 @@ class Reach:
         return wilson_interval(self.reached, self.states)
 
 
-def reach_by_task(states: Iterable[ProbeState], tasks: Sequence[str]) -> dict[str, Reach]:
-    """task -> its Reach, plus POOLED over every state (tasks without states: 0 of 0)."""
+def reach_by_task(
+    states: Iterable[ProbeState], tasks: Sequence[str], on_target: bool = False
+) -> dict[str, Reach]:
+    """task -> its Reach, plus POOLED over every state (tasks without states: 0 of 0);
+    `on_target`: count a state by `reached_target` (action and element, value aside)."""
     reached = dict.fromkeys(tasks, 0)
     total = dict.fromkeys(tasks, 0)
     for s in states:
-        reached[s.task_id] = reached.get(s.task_id, 0) + int(s.reached)
+        hit = s.reached_target if on_target else s.reached
+        reached[s.task_id] = reached.get(s.task_id, 0) + int(hit)
         total[s.task_id] = total.get(s.task_id, 0) + 1
     out = {t: Reach(reached[t], total[t]) for t in sorted(total)}
     out[POOLED] = Reach(sum(reached.values()), sum(total.values()))
@@ -88,9 +95,11 @@ def regime_metrics(
     sft: str = "sft",
 ) -> dict[str, dict[str, Any]]:
     """task (and POOLED) -> expert_success_val, sft_success_val (with intervals),
-    headroom, expert_steps, reach_mined*, reach_val* (module doc)."""
+    headroom, expert_steps, reach_mined*, reach_val*, reach_*_target* (module doc)."""
     ex, sf = success_by_task(records, expert), success_by_task(records, sft)
     reach_mined, reach_val = reach_by_task(mined, tasks), reach_by_task(val, tasks)
+    target_mined = reach_by_task(mined, tasks, on_target=True)
+    target_val = reach_by_task(val, tasks, on_target=True)
     out: dict[str, dict[str, Any]] = {}
     lengths = []
     for task in [*sorted(tasks), POOLED]:
@@ -113,6 +122,8 @@ def regime_metrics(
             "expert_steps": _round(steps),
             **_reach_fields("reach_mined", reach_mined.get(task, Reach(0, 0))),
             **_reach_fields("reach_val", reach_val.get(task, Reach(0, 0))),
+            **_reach_fields("reach_mined_target", target_mined.get(task, Reach(0, 0))),
+            **_reach_fields("reach_val_target", target_val.get(task, Reach(0, 0))),
         }
         out[task] = values
     return out

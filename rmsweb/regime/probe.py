@@ -39,11 +39,17 @@ class ProbeState:
     policy_output: str | None  # what the policy did there (val: its greedy output)
     samples: list[str] = field(default_factory=list)
     samples_ok: list[bool] = field(default_factory=list)
+    samples_on_target: list[bool] = field(default_factory=list)  # action and element right
 
     @property
     def reached(self) -> bool:
         """At least one sample is acceptable: pass@G."""
         return any(self.samples_ok)
+
+    @property
+    def reached_target(self) -> bool:
+        """At least one sample has a reference's action and element (value aside)."""
+        return any(self.samples_on_target)
 
 
 def from_mined_row(row: Any) -> ProbeState:

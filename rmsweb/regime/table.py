@@ -49,6 +49,8 @@ def write_states(run_dir: Path, states: Sequence[ProbeState]) -> Path:
             ("samples_ok", pa.list_(pa.bool_())),
             ("n_ok", ints),
             ("reached", pa.bool_()),
+            ("samples_on_target", pa.list_(pa.bool_())),
+            ("reached_target", pa.bool_()),
         ]
     )
     rows = [
@@ -69,6 +71,8 @@ def write_states(run_dir: Path, states: Sequence[ProbeState]) -> Path:
             "samples_ok": list(s.samples_ok),
             "n_ok": sum(s.samples_ok),
             "reached": s.reached,
+            "samples_on_target": list(s.samples_on_target),
+            "reached_target": s.reached_target,
         }
         for s in states
     ]

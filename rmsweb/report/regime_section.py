@@ -29,7 +29,7 @@ POOLED = "pooled"
 REACH_TARGET = 0.60  # reach on val failure states the regime needs (the issue's threshold)
 LENGTH_TARGET = 3.0  # the expert's mean steps of the suite the issue asks for
 MEANS = ("expert_success_val", "sft_success_val", "headroom", "expert_steps")
-REACHES = ("reach_mined", "reach_val")
+REACHES = ("reach_mined", "reach_val", "reach_mined_target", "reach_val_target")
 
 
 def regime_records(stages: Mapping[str, StageRecord]) -> list[StageRecord]:
@@ -79,6 +79,8 @@ def _row(name: str, v: Mapping[str, Any]) -> list[str]:
         _signed(v["headroom"]),
         _reach_cell(v, "reach_val"),
         _reach_cell(v, "reach_mined"),
+        _reach_cell(v, "reach_val_target"),
+        _reach_cell(v, "reach_mined_target"),
         num(v["expert_steps"], 2),
     ]
 
@@ -138,10 +140,12 @@ def regime_section(metrics: dict[str, Any], stages: Mapping[str, StageRecord]) -
                 "Headroom (points)",
                 "Reach, val failure states",
                 "Reach, mined states",
+                "On target, val failure states",
+                "On target, mined states",
                 "Expert steps",
             ],
             rows,
-            ["left", *["right"] * 6],
+            ["left", *["right"] * 8],
         ),
         Para(
             f"Training seeds {', '.join(str(s) for s in seeds)}; "
@@ -154,7 +158,10 @@ def regime_section(metrics: dict[str, Any], stages: Mapping[str, StageRecord]) -
             "number of states and the 95% Wilson interval of the count (seeds pooled). "
             "Val failure states: the states of the greedy SFT policy's val episodes where "
             "its action is not acceptable, labelled by the expert as mining labels; mined "
-            "states: the critical and fragile states RL trains on. Expert steps: mean steps "
+            "states: the critical and fragile states RL trains on. On target: the same share "
+            "with a sample counted when it has a right action's type and element, whatever "
+            "value it types; far above reach, the policy finds the field and fails on the "
+            "value (copying), not on the element. Expert steps: mean steps "
             "of the expert's successful val episodes. RL on top of SFT has room to pay where "
             "the headroom is large and reach is high; the regime the recipe is built for "
             f"asks for reach >= {pct(REACH_TARGET, 0)} on val failure states on a suite whose "

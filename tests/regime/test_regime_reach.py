@@ -13,7 +13,7 @@ import pytest
 
 from rmsweb.agents.base import ActResult
 from rmsweb.env.types import ActRequest
-from rmsweb.regime.accept import accepted, grade_samples
+from rmsweb.regime.accept import accepted, grade_samples, on_target
 from rmsweb.regime.failures import val_failure_states
 from rmsweb.regime.measures import POOLED, reach_by_task
 from rmsweb.regime.probe import ProbeState, probe_states, sampling_policy
@@ -124,6 +124,30 @@ def test_the_verdict_is_rl_rewards_with_its_tau() -> None:
     box = [ElementBoxRow("3", 10.0, 10.0, 20.0, 20.0)]
     assert accepted("Action: click_xy(15, 15)", ["click(3)"], box, 1.0, "t")
     assert not accepted("Action: click_xy(55, 55)", ["click(3)"], box, 1.0, "t")
+
+
+def test_on_target_counts_the_right_action_and_element_whatever_the_value() -> None:
+    refs = ['fill(1, "username")']
+    assert on_target('Action: fill(1, "garbled")', refs, [], "t")
+    assert not on_target('Action: fill(2, "username")', refs, [], "t")  # another field
+    assert not on_target("Action: click(1)", refs, [], "t")  # another action type
+    assert not on_target("no action here", refs, [], "t")
+    box = [ElementBoxRow("3", 10.0, 10.0, 20.0, 20.0)]
+    assert on_target("Action: click_xy(15, 15)", ["click(3)"], box, "t")
+    # Reach on target >= reach: a state whose samples type a wrong value into the right
+    # field is on target and not reached; one with a wrong field is neither.
+    a, b, c = state(0), state(1), state(2)
+    for s in (a, b, c):
+        s.references = ['fill(1, "joe")']
+    a.samples = ['Action: fill(1, "jo")', 'Action: fill(1, "joe")']
+    b.samples = ['Action: fill(1, "jo")', 'Action: fill(1, "j")']
+    c.samples = ['Action: fill(2, "joe")', "Action: click(1)"]
+    grade_samples([a, b, c], tau=1.0)
+    assert [s.reached for s in (a, b, c)] == [True, False, False]
+    assert [s.reached_target for s in (a, b, c)] == [True, True, False]
+    target = reach_by_task([a, b, c], ["click-button"], on_target=True)[POOLED]
+    assert (target.reached, target.states) == (2, 3)
+    assert reach_by_task([a, b, c], ["click-button"])[POOLED].reached == 1
 
 
 def test_sampling_policy_shares_the_model_and_takes_the_rl_temperature() -> None:

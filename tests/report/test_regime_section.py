@@ -43,6 +43,7 @@ def _states(kind: str, task: str, reached: int, n: int) -> list[ProbeState]:
             None,
         )
         s.samples_ok = [i < reached, False]
+        s.samples_on_target = [i < reached, i < reached + 1]  # one more state on target
         out.append(s)
     return out
 
@@ -89,7 +90,10 @@ def test_section_table_metrics_and_render() -> None:
     # login-user val reach: 3 of 4 and 1 of 4 -> 4 of 8 pooled over seeds
     assert by_task["login-user"][4].startswith("50.0% of 8 [")
     assert by_task["click-button"][4] == "— (0 states)"
-    assert by_task["login-user"][6] == "4.00"
+    # on target (action and element, value aside): one state more per seed, 6 of 8
+    assert by_task["login-user"][6].startswith("75.0% of 8 [")
+    assert metrics["regime/pooled/reach_val_target_reached"] == 6
+    assert by_task["login-user"][8] == "4.00"
     assert metrics["regime/pooled/reach_val_states"] == 8
     assert metrics["regime/pooled/reach_val"] == 0.5
     assert metrics["regime/pooled/headroom"] == round((0.25 + 1.0) / 2, 4)
