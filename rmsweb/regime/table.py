@@ -11,7 +11,8 @@ mined state, this run's greedy episode for a val one), instruction, obs_text,
 history_actions (the earlier steps' actions, null where one did not parse),
 references (acceptable actions), policy_output (what the policy did there: its greedy
 output for val states), samples (the G outputs at the RL temperature), samples_ok
-(each one's verdict under RL's reward), n_ok, reached (n_ok >= 1).
+(each one's verdict under RL's reward), n_ok, reached (n_ok >= 1), samples_on_target
+(each one has a reference's action type and element, value aside), reached_target.
 A file beside the store's tables (not one of them), rewritten whole on every run.
 """
 
