@@ -194,7 +194,8 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             "preflight",
             [
                 Read("model"),
-                Read("sft", frozenset({"demos_per_task"})),  # sizes steps, not data
+                # sizes steps, not data; replay (null: off) came after stages were run
+                Read("sft", frozenset({"demos_per_task"}), frozenset({"replay"})),
                 Read("rl"),
                 Read("suite.browser"),
                 Read("compute"),
@@ -228,7 +229,7 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
             frozenset({"save_minutes"}),  # when checkpoints are written, not what is trained
             # null: max_steps decides, and every collected seed is trained on, as before
             # these fields existed
-            frozenset({"epochs", "demos_per_task"}),
+            frozenset({"epochs", "demos_per_task", "replay"}),
         )
         sft = add("sft", [Read("model"), sft_read], sft_upstream, seed=seed)
         if preflight is not None:

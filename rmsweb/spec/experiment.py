@@ -148,6 +148,13 @@ class ExperimentSpec(SpecModel):
                 f"(suite.train.count {train.count}). Fix: lower it, or raise "
                 "suite.train.count.",
             )
+        if self.sft.replay is not None and getattr(self.model, "pretrain", None) is None:
+            raise SpecFieldError(
+                "sft.replay",
+                "sft.replay mixes in samples of the pretraining generator, and this model has "
+                "no pretraining (model.pretrain). Fix: remove sft.replay (null), or set "
+                "model.pretrain on a tiny model.",
+            )
         if self.model.prompt.screenshot and not self.suite.browser.screenshots:
             raise SpecFieldError(
                 "model.prompt.screenshot",

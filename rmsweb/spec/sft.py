@@ -35,6 +35,16 @@ class SFTSpec(SpecModel):
         "N train seeds of each task only (null: every collected seed). Budgets of one "
         "collection share it: a budget study collects once, at its largest budget.",
     )
+    replay: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Share of the SFT samples drawn fresh from model.pretrain's synthetic "
+        "generator (its skills; seeds disjoint from pretraining's and its held-out set's), "
+        "so that many passes over a few demonstrations do not overwrite the generic skills "
+        "pretraining taught (copying a value, matching a label). null: none. Needs "
+        "model.pretrain.",
+    )
     learning_rate: float = Field(1e-3, gt=0, lt=1, description="Peak learning rate.")
     lr_scheduler: Literal["cosine", "linear", "constant"] = Field(
         "cosine", description="Decay after warmup."

@@ -6,6 +6,8 @@ This module is the stage's I/O; samples.py builds the samples, trainer.py trains
    is kept (what the reflection loop keeps); each of its steps becomes one
    sample: prompt = the same chat the policy will see (rmsweb.agents.prompt,
    no reflections), completion = optional thought + the canonical action.
+   With `sft.replay`, synthetic samples of the pretraining generator are added
+   (rmsweb/train/pretrain/run.py), that share of the whole.
 2. Training: TRL's SFTTrainer, loss on the completion tokens only; a full
    fine-tune for tiny models, LoRA (PEFT) when the spec asks for it.
 3. Resume: checkpoints every `save_steps` under <out>/checkpoints (or
@@ -74,6 +76,17 @@ def main(io: StageIO) -> None:
         raise UserError(
             f"no successful collected episodes in {collect_dir}: nothing to train on. "
             "Check the collect stage's metrics (success rate) and the suite's tasks."
+        )
+    demos = len(samples)
+    if s.replay is not None:  # generic skills kept up while SFT passes over few demos
+        from rmsweb.train.pretrain.run import PretrainSettings, replay_count, replay_samples
+
+        samples += replay_samples(
+            replay_count(demos, s.replay),
+            PretrainSettings.of(m.pretrain),
+            prompt,
+            count,
+            train_seed=io.train_seed,
         )
     io.out.mkdir(parents=True, exist_ok=True)
     write_samples(io.out / "samples.jsonl", samples)
@@ -158,8 +171,9 @@ def main(io: StageIO) -> None:
     io.write_metrics(
         {
             "samples": len(samples),
+            "replay_samples": len(samples) - demos,
             "samples_with_screenshot": sum(x.screenshot is not None for x in samples),
-            "episodes": len({(x.task_id, x.seed) for x in samples}),
+            "episodes": len({(x.task_id, x.seed) for x in samples[:demos]}),
             "steps": max_steps,
             "grad_accum_per_node": grad_accum,
             "loss_first": first,
