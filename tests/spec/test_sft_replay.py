@@ -8,13 +8,9 @@ from pydantic import ValidationError
 from rmsweb.agents.prompt import PromptConfig, approx_tokens
 from rmsweb.compile.graph import plan_experiment
 from rmsweb.spec import ExperimentSpec
-from rmsweb.train.pretrain.run import (
-    HELD_OUT_OFFSET,
-    PretrainSettings,
-    replay_count,
-    replay_samples,
-)
+from rmsweb.train.pretrain.run import HELD_OUT_OFFSET, PretrainSettings
 from rmsweb.train.pretrain.synthetic import generate, to_sample
+from rmsweb.train.sft.replay import replay_count, replay_samples
 
 
 def _spec(pretrain: dict | None, **sft: object) -> dict:

@@ -120,21 +120,3 @@ def pretrain(
         "samples_per_s": round(s.steps * s.batch_size / max(wall, 1e-9), 1),
     }
     return model, metrics, history
-
-
-# SFT's replay samples (sft.replay) come from seeds past both sets above.
-REPLAY_OFFSET = 2_000_003
-
-
-def replay_count(demos: int, share: float) -> int:
-    """Synthetic samples to add to `demos` SFT samples so they are `share` of the whole."""
-    return round(demos * share / (1.0 - share))
-
-
-def replay_samples(
-    n: int, s: PretrainSettings, prompt: PromptConfig, count: Any, train_seed: int = 0
-) -> list:
-    """n synthetic samples for SFT's replay: pretraining's skills and generator on seeds
-    neither the pretraining set nor its held-out set uses (a new draw per training seed)."""
-    examples = generate(n, s.seed + REPLAY_OFFSET + train_seed, s.skills)
-    return [to_sample(ex, i, prompt, count) for i, ex in enumerate(examples)]

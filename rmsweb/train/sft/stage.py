@@ -7,7 +7,7 @@ This module is the stage's I/O; samples.py builds the samples, trainer.py trains
    sample: prompt = the same chat the policy will see (rmsweb.agents.prompt,
    no reflections), completion = optional thought + the canonical action.
    With `sft.replay`, synthetic samples of the pretraining generator are added
-   (rmsweb/train/pretrain/run.py), that share of the whole.
+   (rmsweb/train/sft/replay.py), that share of the whole.
 2. Training: TRL's SFTTrainer, loss on the completion tokens only; a full
    fine-tune for tiny models, LoRA (PEFT) when the spec asks for it.
 3. Resume: checkpoints every `save_steps` under <out>/checkpoints (or
@@ -79,7 +79,8 @@ def main(io: StageIO) -> None:
         )
     demos = len(samples)
     if s.replay is not None:  # generic skills kept up while SFT passes over few demos
-        from rmsweb.train.pretrain.run import PretrainSettings, replay_count, replay_samples
+        from rmsweb.train.pretrain.run import PretrainSettings
+        from rmsweb.train.sft.replay import replay_count, replay_samples
 
         samples += replay_samples(
             replay_count(demos, s.replay),
