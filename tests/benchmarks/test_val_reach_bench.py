@@ -1,0 +1,67 @@
+"""benchmarks/val_reach.py: runs `rmsweb regime` with an empty mine run, keeps val figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A stand-in `rmsweb`: checks the mine input is an empty folder and writes regime metrics.
+FAKE = """#!{python}
+import json, sys
+from pathlib import Path
+args = sys.argv[1:]
+assert args[0] == "regime", args
+ins = dict(a.split("=", 1) for a in args[args.index("--in") + 1 :: 2] if "=" in a)
+mine = Path(ins["mine"])
+assert mine.is_dir() and not any(mine.iterdir()), "mine must be an empty run"
+Path(args[args.index("--metrics") + 1]).write_text(json.dumps({{
+    "group_size": 8, "temperature": 0.5, "similarity_tau": 1.0, "val_seeds_per_task": 25,
+    "pooled": {{"headroom": 0.5, "reach_val": 0.25, "reach_val_states": 40,
+                "reach_mined": 0.0, "sft_success_val": 0.5, "expert_steps": 3.1}},
+    "per_task": {{"t": {{"reach_val": 0.25, "reach_mined_states": 0}}}},
+    "wall_s": 1.0,
+}}))
+"""
+
+
+def test_val_reach_keeps_the_val_figures(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "rmsweb"
+    fake.write_text(FAKE.format(python=sys.executable))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    out = tmp_path / "reach.json"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [sys.executable, "benchmarks/val_reach.py", "--exp", "e", "--sft", "s", "--out", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["pooled"] == {
+        "headroom": 0.5,
+        "reach_val": 0.25,
+        "reach_val_states": 40,
+        "sft_success_val": 0.5,
+        "expert_steps": 3.1,
+    }  # the mined side (empty here) is left out
+    assert result["per_task"] == {"t": {"reach_val": 0.25}}
+    assert result["settings"]["group_size"] == 8 and result["experiment"] == "e"
+    assert "benchmarks/val_reach.py --exp e" in result["command"]
+
+
+def test_val_reach_fails_when_the_stage_fails(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "rmsweb"
+    fake.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(3)\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    out = tmp_path / "reach.json"
+    cmd = [sys.executable, "benchmarks/val_reach.py", "--exp", "e", "--sft", "s", "--out", str(out)]
+    assert subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True).returncode == 1
+    assert not out.exists()
