@@ -40,8 +40,30 @@ HEADER = (
 )
 
 
+# Plain scalars that YAML 1.2 (the stages' reader, rmsweb.spec.safe_yaml) reads as numbers
+# but PyYAML's YAML 1.1 writer leaves unquoted, e.g. the sweep label "09" (1.1: not an
+# octal, so text; 1.2: the integer 9).
+_YAML12_NUMBER = re.compile(
+    r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+"
+    r"|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Quotes every string a YAML 1.2 reader would take for a number."""
+
+    def represent_str(self, data: str) -> yaml.ScalarNode:
+        if _YAML12_NUMBER.match(data):
+            return self.represent_scalar("tag:yaml.org,2002:str", data, style="'")
+        return super().represent_str(data)
+
+
+_Dumper.add_representer(str, _Dumper.represent_str)
+
+
 def _dump(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100)
 
 
 def stage_command(stage: Stage) -> str:
