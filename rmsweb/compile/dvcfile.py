@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from rmsweb.spec import ExperimentSpec
+from rmsweb.spec.safe_yaml import reads_as_number
 
 from .graph import Stage
 
@@ -40,21 +41,13 @@ HEADER = (
 )
 
 
-# Plain scalars that YAML 1.2 (the stages' reader, rmsweb.spec.safe_yaml) reads as numbers
-# but PyYAML's YAML 1.1 writer leaves unquoted, e.g. the sweep label "09" (1.1: not an
-# octal, so text; 1.2: the integer 9).
-_YAML12_NUMBER = re.compile(
-    r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+"
-    r"|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-)
-
-
+# PyYAML writes YAML 1.1, so it leaves unquoted some text that the stages' YAML 1.2
+# reader (rmsweb.spec.safe_yaml) takes for a number, e.g. the sweep label "09".
 class _Dumper(yaml.SafeDumper):
     """Quotes every string a YAML 1.2 reader would take for a number."""
 
     def represent_str(self, data: str) -> yaml.ScalarNode:
-        if _YAML12_NUMBER.match(data):
+        if reads_as_number(data):
             return self.represent_scalar("tag:yaml.org,2002:str", data, style="'")
         return super().represent_str(data)
 

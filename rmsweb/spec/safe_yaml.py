@@ -83,6 +83,14 @@ def short_tag(tag: str) -> str:
 _INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
 _FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
 _INF_NAN = re.compile(r"^(?:[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+
+
+def reads_as_number(text: str) -> bool:
+    """Whether this reader resolves the plain scalar `text` to an int or a float (so a
+    writer must quote it to keep it text)."""
+    return bool(_INT.match(text) or _FLOAT.match(text) or _INF_NAN.match(text))
+
+
 _BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
 
 
