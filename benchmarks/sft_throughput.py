@@ -8,8 +8,8 @@ Both train the same initial weights on the same samples (the SFT stage's own
 build_samples over a collect run) at the same batch size, fp32, with the same torch
 threads. The plain loop is the floor of what the hardware does: samples tokenised once
 up front, batches padded to their longest row, the causal-LM loss on the completion
-tokens, AdamW. Each side's rate counts its whole call, setup included (the stage pays
-it too). Last line:
+tokens (the head on those positions only), AdamW. Each side's rate counts its whole
+call, setup included (the stage pays it too). Last line:
 
     sft_samples_per_s=X plain_loop_samples_per_s=Y ratio=Z      (target: ratio >= 0.8)
 """
@@ -76,6 +76,8 @@ def plain_loop(model: Any, tokenizer: Any, samples: list[Any], steps: int, batch
     """Seconds for `steps` AdamW steps of the completion-token loss (module doc)."""
     import torch
 
+    from rmsweb.train.sft.completion_loss import completion_loss
+
     start = time.perf_counter()
     encoded = []
     for s in samples:
@@ -95,7 +97,8 @@ def plain_loop(model: Any, tokenizer: Any, samples: list[Any], steps: int, batch
         ids = torch.tensor([r + [pad] * (width - len(r)) for r, _ in rows])
         labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in rows])
         attn = torch.arange(width)[None, :] < torch.tensor([len(r) for r, _ in rows])[:, None]
-        loss = model(input_ids=ids, attention_mask=attn.long(), labels=labels).loss
+        batch_in = {"input_ids": ids, "attention_mask": attn.long(), "labels": labels}
+        loss = completion_loss(model, batch_in)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

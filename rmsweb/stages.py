@@ -100,6 +100,7 @@ STAGE_LIST: tuple[StageDef, ...] = (
         (
             "rmsweb/train/pretrain",
             "rmsweb/train/sft/trainer.py",
+            "rmsweb/train/sft/completion_loss.py",
             "rmsweb/agents/prompt.py",
             "rmsweb/env/observe.py",  # renders the synthetic pages
         ),

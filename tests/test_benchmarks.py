@@ -122,6 +122,18 @@ def test_sft_throughput_tiny() -> None:
     ), lines[-1]
 
 
+def test_completion_loss_benchmark_small() -> None:
+    lines = run(
+        "benchmarks/completion_loss.py", "--batch-size", "2", "--prompt-tokens", "40",
+        "--steps", "1",
+    )  # fmt: skip
+    assert re.fullmatch(
+        rf"own_loss_s_per_step={NUMBER} completion_loss_s_per_step={NUMBER} "
+        rf"speedup={NUMBER}",
+        lines[-1],
+    ), lines[-1]
+
+
 # A process that burns CPU, then exits without its parent waiting for it (its parent exits
 # first, so init reaps it): rusage never sees its CPU, as with Chromium's renderers.
 _UNREAPED_BURN = """

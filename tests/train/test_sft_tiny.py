@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -131,9 +132,17 @@ def test_samples_never_contain_reflection_text() -> None:
     assert "LESSON" not in text and "Lessons from earlier attempts" not in text
 
 
-def test_plain_loss_equals_trl_fused_loss(tmp_path: Path) -> None:
-    """The plain causal-LM loss (used for small vocabularies, 1.75x faster on CPU) is
-    TRL's fused-LM-head loss: same losses, step by step, on the same batches."""
+def test_plain_loss_equals_trl_fused_loss(tmp_path: Path, monkeypatch: Any) -> None:
+    """The plain causal-LM loss (used for small vocabularies, 1.75x faster on CPU; its
+    training steps project the completion positions only) is TRL's fused-LM-head loss:
+    same losses, step by step, on the same batches."""
+    import rmsweb.train.sft.trainer as trainer
+
+    calls = []
+    real = trainer.completion_loss
+    monkeypatch.setattr(
+        trainer, "completion_loss", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
     torch.set_num_threads(2)
     data = synthetic(64, 1)
     tok = train_tokenizer([i + "\n" + o for i, o, _ in data], 400)
@@ -150,6 +159,7 @@ def test_plain_loss_equals_trl_fused_loss(tmp_path: Path) -> None:
         _, history = train_sft(model, tok, samples, hyper, tmp_path / str(plain), plain_loss=plain)
         losses[plain] = [h["loss"] for h in history if "loss" in h]
     assert len(losses[True]) == 3
+    assert len(calls) == 3  # the plain run's steps took the completion-positions path
     for a, b in zip(losses[True], losses[False], strict=True):
         assert abs(a - b) < 1e-4 * max(1.0, abs(b)), losses
     # A real vocabulary's logits would not fit: TRL's fused head is kept there.

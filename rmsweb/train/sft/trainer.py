@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rmsweb.errors import UserError
+from rmsweb.train.sft.completion_loss import completion_loss, supports_completion_loss
 from rmsweb.train.sft.samples import Sample
 
 log = logging.getLogger(__name__)
@@ -212,6 +213,35 @@ def _row(sample: Sample, with_images: bool) -> dict[str, Any]:
     return row
 
 
+def _plain_compute_loss(
+    self: Any,
+    model: Any,
+    inputs: dict[str, Any],
+    return_outputs: bool = False,
+    num_items_in_batch: Any = None,
+) -> Any:
+    """The causal-LM loss on the collator's labels (-100 on the prompt), normalised by
+    the batch's completion-token count like TRL's. Training steps of a bare causal LM
+    project only the completion positions (completion_loss.py); evaluation (which may
+    want the logits) and wrapped or PEFT models take Trainer.compute_loss, the model's
+    own loss."""
+    from transformers import Trainer
+
+    if return_outputs or not supports_completion_loss(model):
+        return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
+    loss = completion_loss(
+        model, inputs, num_items_in_batch if self.model_accepts_loss_kwargs else None
+    )
+    if (
+        self.args.average_tokens_across_devices
+        and self.model_accepts_loss_kwargs
+        and num_items_in_batch is not None
+    ):
+        # As Trainer.compute_loss: the token count is summed over the processes.
+        loss = loss * self.accelerator.num_processes
+    return loss
+
+
 def train_sft(
     model: Any,
     tokenizer: Any,
@@ -235,7 +265,6 @@ def train_sft(
     (`fsdp_arguments`).
     """
     from datasets import Dataset
-    from transformers import Trainer
     from trl import SFTConfig, SFTTrainer
 
     with_images = any(x.screenshot_png is not None for x in samples)
@@ -302,10 +331,8 @@ def train_sft(
         peft_config = LoraConfig(task_type="CAUSAL_LM", **lora)
     trainer_class = SFTTrainer
     if plain_loss:
-        # Trainer.compute_loss: the model's own loss on the collator's labels (-100 on
-        # the prompt), normalised by the batch's completion-token count like TRL's.
         trainer_class = type(
-            "PlainLossSFTTrainer", (SFTTrainer,), {"compute_loss": Trainer.compute_loss}
+            "PlainLossSFTTrainer", (SFTTrainer,), {"compute_loss": _plain_compute_loss}
         )
     callbacks = list(callbacks or [])
     if h.save_minutes:
