@@ -10,6 +10,13 @@ with the command, the commit and the pooled and per-task figures.
 
 The experiment's settings are the ones in params.yaml (suite.val, rl.group_size,
 rl.temperature, regime.val_seeds_per_task); the SFT folder is the checkpoint probed.
+`--temperature` and `--group-size` probe the same checkpoint at another RL setting
+(they are RL's to choose on val): the stage then reads a copy of params.yaml with the
+experiment's rl section changed, and the results file names the overrides.
+
+    python benchmarks/val_reach.py --exp capacity-click-budget50 \
+        --sft runs/sft/capacity-click-budget50/s0 --temperature 1.0 \
+        --out benchmarks/results/val_reach_capacity-click-budget50-t1.json
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 KEPT = ("headroom", "reach_val", "sft_success", "expert_success", "expert_steps")
 
@@ -33,14 +43,37 @@ def _pick(block: dict) -> dict:
     return {k: v for k, v in block.items() if any(k.startswith(p) for p in KEPT)}
 
 
+def _with_rl(path: Path, exp: str, overrides: dict) -> dict:
+    """params.yaml's contents with `exp`'s rl settings overridden."""
+    from rmsweb.spec.safe_yaml import load_plain
+
+    params, _ = load_plain(path.read_text())
+    if exp not in params:
+        raise SystemExit(f"{path}: no experiment {exp!r} (run `rmsweb compile`?)")
+    params[exp]["rl"].update(overrides)
+    return params
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--exp", required=True, help="experiment or sweep point in params.yaml")
     ap.add_argument("--sft", required=True, type=Path, help="the SFT stage's folder")
     ap.add_argument("--seed", type=int, default=0, help="training seed (sampling seed)")
     ap.add_argument("--out", required=True, type=Path, help="results JSON to write")
+    ap.add_argument("--params", type=Path, default=Path("params.yaml"))
+    ap.add_argument("--temperature", type=float, help="override rl.temperature")
+    ap.add_argument("--group-size", type=int, help="override rl.group_size (G)")
     args = ap.parse_args()
+    overrides = {
+        k: v
+        for k, v in (("temperature", args.temperature), ("group_size", args.group_size))
+        if v is not None
+    }
     with tempfile.TemporaryDirectory() as tmp:
+        params = args.params
+        if overrides:
+            params = Path(tmp) / "params.json"  # JSON is YAML: the stage reads it as is
+            params.write_text(json.dumps(_with_rl(args.params, args.exp, overrides)))
         mine = Path(tmp) / "mine"  # no mined states: only val failure states are probed
         mine.mkdir()
         metrics = Path(tmp) / "regime.json"
@@ -48,6 +81,7 @@ def main() -> int:
             "rmsweb", "regime", "--exp", args.exp, "--seed", str(args.seed),
             "--in", f"sft={args.sft}", "--in", f"mine={mine}",
             "--out", str(Path(tmp) / "regime"), "--metrics", str(metrics),
+            "--params", str(params),
         ]  # fmt: skip
         if subprocess.run(cmd).returncode != 0:
             return 1
@@ -58,6 +92,7 @@ def main() -> int:
         "commit": _commit(),
         "experiment": args.exp,
         "sft": str(args.sft),
+        "overrides": {f"rl.{k}": v for k, v in overrides.items()},
         "settings": {
             k: m[k] for k in ("group_size", "temperature", "similarity_tau", "val_seeds_per_task")
         },

@@ -20,8 +20,11 @@ assert args[0] == "regime", args
 ins = dict(a.split("=", 1) for a in args[args.index("--in") + 1 :: 2] if "=" in a)
 mine = Path(ins["mine"])
 assert mine.is_dir() and not any(mine.iterdir()), "mine must be an empty run"
+params = Path(args[args.index("--params") + 1])
+rl = json.loads(params.read_text())["e"]["rl"] if params.suffix == ".json" else {{}}
 Path(args[args.index("--metrics") + 1]).write_text(json.dumps({{
-    "group_size": 8, "temperature": 0.5, "similarity_tau": 1.0, "val_seeds_per_task": 25,
+    "group_size": rl.get("group_size", 8), "temperature": rl.get("temperature", 0.5),
+    "similarity_tau": 1.0, "val_seeds_per_task": 25,
     "pooled": {{"headroom": 0.5, "reach_val": 0.25, "reach_val_states": 40,
                 "reach_mined": 0.0, "sft_success_val": 0.5, "expert_steps": 3.1}},
     "per_task": {{"t": {{"reach_val": 0.25, "reach_mined_states": 0}}}},
@@ -65,3 +68,28 @@ def test_val_reach_fails_when_the_stage_fails(tmp_path: Path) -> None:
     cmd = [sys.executable, "benchmarks/val_reach.py", "--exp", "e", "--sft", "s", "--out", str(out)]
     assert subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True).returncode == 1
     assert not out.exists()
+
+
+def test_val_reach_overrides_the_rl_temperature(tmp_path: Path) -> None:
+    # The stage reads a params copy whose experiment has the asked rl settings; the
+    # results file names the overrides and the settings the stage used.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "rmsweb"
+    fake.write_text(FAKE.format(python=sys.executable))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    params = tmp_path / "params.yaml"
+    params.write_text("e:\n  rl:\n    temperature: 0.5\n    group_size: 8\n  label: '09'\n")
+    out = tmp_path / "reach.json"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [
+        sys.executable, "benchmarks/val_reach.py", "--exp", "e", "--sft", "s",
+        "--out", str(out), "--params", str(params), "--temperature", "1.0",
+        "--group-size", "16",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["overrides"] == {"rl.temperature": 1.0, "rl.group_size": 16}
+    assert result["settings"]["temperature"] == 1.0
+    assert result["settings"]["group_size"] == 16
