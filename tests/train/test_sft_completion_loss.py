@@ -68,7 +68,7 @@ def test_a_wrong_label_changes_it() -> None:
     assert completion_loss(model, batch).item() != pytest.approx(before)
 
 
-def test_only_bare_causal_lms_take_it() -> None:
+def test_only_bare_causal_lms_take_it(monkeypatch: pytest.MonkeyPatch) -> None:
     model = _tiny()
     assert supports_completion_loss(model)
     assert not supports_completion_loss(torch.nn.Linear(2, 2))  # no decoder or head
@@ -78,3 +78,10 @@ def test_only_bare_causal_lms_take_it() -> None:
     assert not supports_completion_loss(lora)
     model.config.final_logit_softcapping = 30.0
     assert not supports_completion_loss(model)
+    # Under several ranks (DDP, FSDP2) the wrapper's own forward must run.
+    import torch.distributed as dist
+
+    bare = _tiny()
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    assert not supports_completion_loss(bare)

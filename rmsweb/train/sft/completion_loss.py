@@ -8,9 +8,11 @@ ratio). This computes the same number as the model's own loss (token-summed NLL 
 the labelled positions, divided by `num_items_in_batch` when the Trainer passes it,
 else by the batch's labelled-token count) from the decoder's hidden states.
 
-Only a bare causal LM takes this path (`supports_completion_loss`): a DDP or FSDP
-wrapper must see its own forward for its gradient hooks, and PEFT and VL models route
-their inputs differently; they keep the model's own loss.
+Only a bare causal LM in a single process takes this path (`supports_completion_loss`):
+under several ranks a DDP or FSDP wrapper must see its own forward (its gradient hooks;
+FSDP2 unshards the root's embedding and head there, and its wrapper class does not live
+in torch.nn.parallel), and PEFT and VL models route their inputs differently; they keep
+the model's own loss.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ IGNORE = -100
 
 def supports_completion_loss(model: Any) -> bool:
     """Whether `model` is a bare text causal LM with a decoder and an output head."""
+    import torch.distributed as dist
     from torch import nn
 
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return False
     if type(model).__module__.startswith(("torch.nn.parallel", "peft")):
         return False
     config = getattr(model, "config", None)
