@@ -33,14 +33,19 @@ Path(args[args.index("--metrics") + 1]).write_text(json.dumps({{
 """
 
 
-def test_val_reach_keeps_the_val_figures(tmp_path: Path) -> None:
+def _fake_rmsweb(tmp_path: Path, script: str) -> dict[str, str]:
+    """An environment whose PATH finds `script` as `rmsweb` first."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "rmsweb"
-    fake.write_text(FAKE.format(python=sys.executable))
+    fake.write_text(script)
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_val_reach_keeps_the_val_figures(tmp_path: Path) -> None:
+    env = _fake_rmsweb(tmp_path, FAKE.format(python=sys.executable))
     out = tmp_path / "reach.json"
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     cmd = [sys.executable, "benchmarks/val_reach.py", "--exp", "e", "--sft", "s", "--out", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -58,12 +63,7 @@ def test_val_reach_keeps_the_val_figures(tmp_path: Path) -> None:
 
 
 def test_val_reach_fails_when_the_stage_fails(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "rmsweb"
-    fake.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(3)\n")
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = _fake_rmsweb(tmp_path, f"#!{sys.executable}\nimport sys\nsys.exit(3)\n")
     out = tmp_path / "reach.json"
     cmd = [sys.executable, "benchmarks/val_reach.py", "--exp", "e", "--sft", "s", "--out", str(out)]
     assert subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True).returncode == 1
@@ -73,15 +73,10 @@ def test_val_reach_fails_when_the_stage_fails(tmp_path: Path) -> None:
 def test_val_reach_overrides_the_rl_temperature(tmp_path: Path) -> None:
     # The stage reads a params copy whose experiment has the asked rl settings; the
     # results file names the overrides and the settings the stage used.
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "rmsweb"
-    fake.write_text(FAKE.format(python=sys.executable))
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    env = _fake_rmsweb(tmp_path, FAKE.format(python=sys.executable))
     params = tmp_path / "params.yaml"
-    params.write_text("e:\n  rl:\n    temperature: 0.5\n    group_size: 8\n  label: '09'\n")
+    params.write_text("e:\n  rl:\n    temperature: 0.5\n    group_size: 8\n")
     out = tmp_path / "reach.json"
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     cmd = [
         sys.executable, "benchmarks/val_reach.py", "--exp", "e", "--sft", "s",
         "--out", str(out), "--params", str(params), "--temperature", "1.0",
