@@ -9,6 +9,11 @@ as mining skips them (they say nothing about the policy). Identical states (same
 state id: the prompt's inputs, rmsweb.mine.states.state_id) are kept once, the first in
 (episode id, step) order, so a policy stuck repeating one action does not count the
 same state many times.
+
+Each state's source says where in its episode it lies: "first" (the episode's first
+wrong step, the kind of state mining's critical states are) or "later" (a step after an
+earlier error: the demonstrations never show a recovery, so reach there is expected
+to be lower). Reach is reported on all of them and on the first ones apart.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ def val_failure_states(records: Iterable[EpisodeRecord], tau: float) -> list[Pro
         if ep.error:
             continue
         labels = {lab.step: lab for lab in rec.labels}
+        source = "first"
         for st in rec.steps:
             label = labels.get(st.step)
             if label is None or not label.acceptable:
@@ -39,12 +45,13 @@ def val_failure_states(records: Iterable[EpisodeRecord], tau: float) -> list[Pro
                 continue
             history = history_before(rec.steps, st.step)
             sid = state_id(ep.task_id, ep.instruction, st.obs_text, st.screenshot, history)
+            where_in_episode, source = source, "later"
             if sid in found:
                 continue
             found[sid] = ProbeState(
                 state_id=sid,
                 kind="val",
-                source="greedy",
+                source=where_in_episode,
                 task_id=ep.task_id,
                 seed=ep.seed,
                 episode_id=ep.episode_id,

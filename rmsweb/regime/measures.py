@@ -10,6 +10,9 @@
   (pass@G), with the Wilson interval of the counts; pooled over all the states (the
   share of failure states, whatever their task), on the mined states and on the val
   failure states apart.
+- reach at the first failure (reach_val_first): the same on the val failure states that
+  are their episode's first wrong step (source "first", failures.py), the like of
+  mining's critical states; the rest follow an earlier error.
 - reach on target: the same with a sample counted when it has a reference's action type
   and element, whatever value it types: where it is far above reach, the policy finds
   the field and fails on the value (a copying skill), not on the element.
@@ -95,9 +98,11 @@ def regime_metrics(
     sft: str = "sft",
 ) -> dict[str, dict[str, Any]]:
     """task (and POOLED) -> expert_success_val, sft_success_val (with intervals),
-    headroom, expert_steps, reach_mined*, reach_val*, reach_*_target* (module doc)."""
+    headroom, expert_steps, reach_mined*, reach_val*, reach_val_first*, reach_*_target*
+    (module doc)."""
     ex, sf = success_by_task(records, expert), success_by_task(records, sft)
     reach_mined, reach_val = reach_by_task(mined, tasks), reach_by_task(val, tasks)
+    reach_first = reach_by_task([s for s in val if s.source == "first"], tasks)
     target_mined = reach_by_task(mined, tasks, on_target=True)
     target_val = reach_by_task(val, tasks, on_target=True)
     out: dict[str, dict[str, Any]] = {}
@@ -122,6 +127,7 @@ def regime_metrics(
             "expert_steps": _round(steps),
             **_reach_fields("reach_mined", reach_mined.get(task, Reach(0, 0))),
             **_reach_fields("reach_val", reach_val.get(task, Reach(0, 0))),
+            **_reach_fields("reach_val_first", reach_first.get(task, Reach(0, 0))),
             **_reach_fields("reach_mined_target", target_mined.get(task, Reach(0, 0))),
             **_reach_fields("reach_val_target", target_val.get(task, Reach(0, 0))),
         }

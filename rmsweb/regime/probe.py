@@ -25,7 +25,7 @@ class ProbeState:
 
     state_id: str
     kind: str  # mined | val: which reach it counts in
-    source: str  # critical | fragile (mined states) | greedy (val failure states)
+    source: str  # critical | fragile (mined states) | first | later (val: failures.py)
     task_id: str
     seed: int
     episode_id: str  # the episode the state comes from (the mine run's, or this run's)

@@ -5,7 +5,8 @@
     SELECT task_id, kind, avg(reached::int) AS reach, count(*) AS states
     FROM 'runs/regime/<experiment>/s0/regime_states.parquet' GROUP BY ALL;
 
-Columns: state_id, kind (mined | val), source (critical | fragile | greedy), task_id,
+Columns: state_id, kind (mined | val), source (critical | fragile for mined states;
+first | later for val ones: the episode's first wrong step, or one after it), task_id,
 seed, episode_id and step (where the state comes from: the mine run's episode for a
 mined state, this run's greedy episode for a val one), instruction, obs_text,
 history_actions (the earlier steps' actions, null where one did not parse),

@@ -29,7 +29,13 @@ POOLED = "pooled"
 REACH_TARGET = 0.60  # reach on val failure states the regime needs (the issue's threshold)
 LENGTH_TARGET = 3.0  # the expert's mean steps of the suite the issue asks for
 MEANS = ("expert_success_val", "sft_success_val", "headroom", "expert_steps")
-REACHES = ("reach_mined", "reach_val", "reach_mined_target", "reach_val_target")
+REACHES = (
+    "reach_mined",
+    "reach_val",
+    "reach_val_first",
+    "reach_mined_target",
+    "reach_val_target",
+)
 
 
 def regime_records(stages: Mapping[str, StageRecord]) -> list[StageRecord]:
@@ -78,6 +84,7 @@ def _row(name: str, v: Mapping[str, Any]) -> list[str]:
         pct(v["sft_success_val"]),
         _signed(v["headroom"]),
         _reach_cell(v, "reach_val"),
+        _reach_cell(v, "reach_val_first"),
         _reach_cell(v, "reach_mined"),
         _reach_cell(v, "reach_val_target"),
         _reach_cell(v, "reach_mined_target"),
@@ -139,13 +146,14 @@ def regime_section(metrics: dict[str, Any], stages: Mapping[str, StageRecord]) -
                 "SFT greedy (val)",
                 "Headroom (points)",
                 "Reach, val failure states",
+                "Reach, val first failures",
                 "Reach, mined states",
                 "On target, val failure states",
                 "On target, mined states",
                 "Expert steps",
             ],
             rows,
-            ["left", *["right"] * 8],
+            ["left", *["right"] * 9],
         ),
         Para(
             f"Training seeds {', '.join(str(s) for s in seeds)}; "
@@ -157,7 +165,9 @@ def regime_section(metrics: dict[str, Any], stages: Mapping[str, StageRecord]) -
             "(pass@G: the states where RL's group can contain a right action), with the "
             "number of states and the 95% Wilson interval of the count (seeds pooled). "
             "Val failure states: the states of the greedy SFT policy's val episodes where "
-            "its action is not acceptable, labelled by the expert as mining labels; mined "
+            "its action is not acceptable, labelled by the expert as mining labels; first "
+            "failures: those that are their episode's first wrong step (the rest follow an "
+            "earlier error, a recovery the demonstrations never show); mined "
             "states: the critical and fragile states RL trains on. On target: the same share "
             "with a sample counted when it has a right action's type and element, whatever "
             "value it types; far above reach, the policy finds the field and fails on the "

@@ -14,11 +14,11 @@ def episodes(policy: str, task: str, outcomes: list[tuple[bool, int]]) -> list:
     ]
 
 
-def probed(task: str, kind: str, reached: bool) -> ProbeState:
+def probed(task: str, kind: str, reached: bool, source: str = "critical") -> ProbeState:
     s = ProbeState(
-        state_id=f"{task}-{kind}-{reached}",
+        state_id=f"{task}-{kind}-{reached}-{source}",
         kind=kind,
-        source="critical",
+        source=source,
         task_id=task,
         seed=0,
         episode_id="e",
@@ -68,3 +68,17 @@ def test_a_task_without_episodes_has_no_headroom() -> None:
     m = regime_metrics(["click-button"], records, [], [])
     assert m["click-button"]["headroom"] is None and m["click-button"]["sft_episodes"] == 0
     assert m[POOLED]["reach_mined"] is None and m[POOLED]["reach_mined_states"] == 0
+
+
+def test_reach_at_first_failures_counts_only_an_episodes_first_wrong_step() -> None:
+    val = [
+        probed("login-user", "val", True, source="first"),
+        probed("login-user", "val", False, source="first"),
+        probed("login-user", "val", False, source="later"),
+        probed("login-user", "val", False, source="later"),
+    ]
+    m = regime_metrics(["login-user"], [], [], val)
+    lu = m["login-user"]
+    assert (lu["reach_val"], lu["reach_val_states"]) == (0.25, 4)
+    assert (lu["reach_val_first"], lu["reach_val_first_states"]) == (0.5, 2)
+    assert m[POOLED]["reach_val_first_reached"] == 1

@@ -199,5 +199,15 @@ def test_val_failure_states_are_the_labelled_steps_greedy_got_wrong() -> None:
         (1, ['fill(1, "usr")'], 'Thought: type the name.\nAction: fill(1, "user")')
     ]
     assert found[0].kind == "val" and len(found[0].history) == 1
+    assert found[0].source == "first"  # step 0 was right: step 1 is the first wrong step
     # RL's tau decides what a failure is: at 0.7, "user" is "usr"
     assert val_failure_states([rec], tau=0.7) == []
+
+
+def test_val_failure_states_after_the_first_wrong_step_are_later() -> None:
+    rec = make_episode(
+        run="regime/x/s0", task="enter-text", seed=5, policy="sft", success=False, n_steps=3
+    )
+    _labels(rec, {0: ["click(5)"], 1: ['fill(1, "usr")'], 2: ["click(4)"]})
+    found = val_failure_states([rec], tau=1.0)
+    assert [(s.step, s.source) for s in found] == [(0, "first"), (1, "later")]

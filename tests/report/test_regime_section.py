@@ -29,7 +29,7 @@ def _states(kind: str, task: str, reached: int, n: int) -> list[ProbeState]:
         s = ProbeState(
             f"{kind}{task}{i}",
             kind,
-            "critical",
+            ("first" if i % 2 == 0 else "later") if kind == "val" else "critical",
             task,
             0,
             "e",
@@ -90,10 +90,13 @@ def test_section_table_metrics_and_render() -> None:
     # login-user val reach: 3 of 4 and 1 of 4 -> 4 of 8 pooled over seeds
     assert by_task["login-user"][4].startswith("50.0% of 8 [")
     assert by_task["click-button"][4] == "— (0 states)"
+    # first failures (val states 0 and 2 of each seed): 2 of 2 and 1 of 2 -> 3 of 4
+    assert by_task["login-user"][5].startswith("75.0% of 4 [")
+    assert metrics["regime/pooled/reach_val_first_states"] == 4
     # on target (action and element, value aside): one state more per seed, 6 of 8
-    assert by_task["login-user"][6].startswith("75.0% of 8 [")
+    assert by_task["login-user"][7].startswith("75.0% of 8 [")
     assert metrics["regime/pooled/reach_val_target_reached"] == 6
-    assert by_task["login-user"][8] == "4.00"
+    assert by_task["login-user"][9] == "4.00"
     assert metrics["regime/pooled/reach_val_states"] == 8
     assert metrics["regime/pooled/reach_val"] == 0.5
     assert metrics["regime/pooled/headroom"] == round((0.25 + 1.0) / 2, 4)
@@ -104,6 +107,7 @@ def test_section_table_metrics_and_render() -> None:
     doc = Document("r", "s", [sec])
     assert "| pooled (2 tasks) |" in to_markdown(doc)
     assert "Reach, val failure states" in to_html(doc)
+    assert "Reach, val first failures" in to_html(doc)
 
 
 def test_no_regime_stage_no_section() -> None:
