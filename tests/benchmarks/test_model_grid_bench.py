@@ -1,0 +1,82 @@
+"""benchmarks/model_grid.py: one row per capacity sweep, from the files its stages wrote."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("model_grid", ROOT / "benchmarks/model_grid.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def _capacity(low: str, high: str) -> dict:
+    task = {"expert": 1.0, "gap": 0.5, "closed": 0.3, "share": 0.6, "verdict": "data-limited"}
+    return {
+        "groups": {
+            "all": {
+                "low": {"point": low, "budget": 50},
+                "high": {"point": high, "budget": 200},
+                "tasks": {
+                    "a": task | {"sft_low": 0.2, "sft_high": 0.6},
+                    "b": task | {"sft_low": 0.4, "sft_high": 0.5},
+                },
+                "pooled": {"data_limited_share": 0.75, "capacity_limited": ["b"]},
+            }
+        }
+    }
+
+
+def test_rows_read_the_sweep_the_shared_pretraining_and_reach(tmp_path: Path) -> None:
+    grid = _module()
+    _write(tmp_path / "metrics/sweep/wide.capacity.json", _capacity("wide-b50", "wide-b200"))
+    # the point's pretraining is a stage shared with another experiment, named after it
+    _write(tmp_path / "metrics/pretrain/other.json", {"accuracy_after_mean": 0.33})
+    _write(
+        tmp_path / "benchmarks/results/val_reach_wide-b50-t0.5.json",
+        {"pooled": {"reach_val": 0.03, "reach_val_states": 968}},
+    )
+    dvc_yaml = {
+        "stages": {
+            "pretrain_other": {
+                "desc": "pretrain for other, wide-b50, wide-b200; code: x.py",
+                "cmd": "rmsweb pretrain --exp other --metrics metrics/pretrain/other.json",
+            }
+        }
+    }
+    files = grid.pretrain_metrics_files(dvc_yaml)
+    assert files["wide-b50"] == "metrics/pretrain/other.json"
+    params = {
+        "wide-b50": {"model": {"hidden_size": 128, "num_layers": 2, "pretrain": {"steps": 9}}}
+    }
+    row = grid.grid_row(tmp_path, params, files, "wide")
+    assert row["missing"] == []
+    assert (row["hidden_size"], row["pretrain_steps"], row["pretrain_exact"]) == (128, 9, 0.33)
+    assert (row["sft_low"], row["sft_high"], row["data_limited_share"]) == (0.3, 0.55, 0.75)
+    assert (row["reach_val_t0.5"], row["reach_val_t0.5_states"]) == (0.03, 968)
+    assert "reach_val_t1.0" not in row
+    assert "128" in grid.render([row]) and "3.0%" in grid.render([row])
+
+
+def test_a_sweep_without_its_files_says_what_is_missing(tmp_path: Path) -> None:
+    grid = _module()
+    row = grid.grid_row(tmp_path, {}, {}, "never-run")
+    assert row["missing"] == ["metrics/sweep/never-run.capacity.json"]
+    assert "missing: metrics/sweep/never-run.capacity.json" in grid.render([row])
+    _write(tmp_path / "metrics/sweep/ran.capacity.json", _capacity("ran-b50", "ran-b200"))
+    params = {"ran-b50": {"model": {"hidden_size": 64, "pretrain": {"steps": 5}}}}
+    row = grid.grid_row(tmp_path, params, {}, "ran")
+    assert row["missing"] == ["metrics/pretrain/ran-b50.json"] and "pretrain_exact" not in row
