@@ -9,8 +9,10 @@ of model and pretraining reads from one results file a command wrote:
 - the pretraining stage's held-out exact next action and its speed (the metrics file
   of the pretrain stage dvc.yaml runs for that point: points that share a pretrained
   model share its stage);
-- SFT on val at both budgets (pooled over tasks) and the data-limited share of the
-  pooled expert − SFT gap (metrics/sweep/<name>.capacity.json);
+- SFT on val at both budgets (pooled over tasks), the data-limited share of the pooled
+  expert − SFT gap (the gap of the tasks where 4x closes at least half of theirs) and
+  the closed share (the part of the pooled gap 4x closes, task by task summed; it does
+  not hinge on which side of the 50% line a task falls) (metrics/sweep/<name>.capacity.json);
 - reach on val failure states of the low point's SFT at G = 8 and the temperatures
   measured, where `benchmarks/val_reach.py` wrote a file for it
   (benchmarks/results/val_reach_<point>-t<T>.json).
@@ -102,6 +104,7 @@ def grid_row(
         "sft_low": _mean([t["sft_low"] for t in tasks.values()]),
         "sft_high": _mean([t["sft_high"] for t in tasks.values()]),
         "data_limited_share": round(group["pooled"]["data_limited_share"], 4),
+        "closed_share": round(group["pooled"]["closed_share"], 4),
         "capacity_limited": group["pooled"]["capacity_limited"],
     }
     if pretrain:
@@ -131,7 +134,7 @@ def _pct(x: Any) -> str:
 def render(rows: list[dict[str, Any]]) -> str:
     head = (
         f"{'sweep':<22}{'width':>6}{'layers':>7}{'pretrain':>9}{'exact':>7}"
-        f"{'SFT low':>9}{'SFT 4x':>8}{'data-lim':>9}{'reach T0.5':>11}{'reach T1':>9}"
+        f"{'SFT low':>9}{'SFT 4x':>8}{'data-lim':>9}{'closed':>8}{'reach T0.5':>11}{'reach T1':>9}"
     )
     lines = [head]
     for r in rows:
@@ -145,7 +148,8 @@ def render(rows: list[dict[str, Any]]) -> str:
             f"{r['sweep']:<22}{r['hidden_size']!s:>6}{r['num_layers']!s:>7}"
             f"{r['pretrain_steps']:>9}{'—' if exact is None else f'{exact:.2f}':>7}"
             f"{_pct(r['sft_low']):>9}{_pct(r['sft_high']):>8}"
-            f"{_pct(r['data_limited_share']):>9}{_pct(r.get('reach_val_t0.5')):>11}"
+            f"{_pct(r['data_limited_share']):>9}{_pct(r['closed_share']):>8}"
+            f"{_pct(r.get('reach_val_t0.5')):>11}"
             f"{_pct(r.get('reach_val_t1.0')):>9}"
         )
     return "\n".join(lines)

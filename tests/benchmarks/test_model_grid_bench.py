@@ -34,7 +34,11 @@ def _capacity(low: str, high: str) -> dict:
                     "a": task | {"sft_low": 0.2, "sft_high": 0.6},
                     "b": task | {"sft_low": 0.4, "sft_high": 0.5},
                 },
-                "pooled": {"data_limited_share": 0.75, "capacity_limited": ["b"]},
+                "pooled": {
+                    "data_limited_share": 0.75,
+                    "closed_share": 0.6,
+                    "capacity_limited": ["b"],
+                },
             }
         }
     }
@@ -66,6 +70,7 @@ def test_rows_read_the_sweep_the_shared_pretraining_and_reach(tmp_path: Path) ->
     assert row["missing"] == []
     assert (row["hidden_size"], row["pretrain_steps"], row["pretrain_exact"]) == (128, 9, 0.33)
     assert (row["sft_low"], row["sft_high"], row["data_limited_share"]) == (0.3, 0.55, 0.75)
+    assert row["closed_share"] == 0.6
     assert (row["reach_val_t0.5"], row["reach_val_t0.5_states"]) == (0.03, 968)
     assert "reach_val_t1.0" not in row
     assert "128" in grid.render([row]) and "3.0%" in grid.render([row])
