@@ -20,6 +20,14 @@ not fix it: the model, its prompt or its pretraining must change); a task with n
 The recipe's regime asks data_limited_share >= 0.8 at the default budget: the gap RL is
 asked to close is one that demonstrations could close, not one the model cannot learn.
 
+Intervals (`bootstrap`): each task's true success at both budgets is drawn from its
+Jeffreys posterior given its val successes and episodes (the expert's success held
+fixed), and the shares recomputed, 2,000 times; the 95% percentile intervals are given per task
+and for the pooled shares. With 50 val episodes a task, a share's interval is about
++-15 points wide, so a task near the 50% line may fall on either side in another run;
+the data-limited share (a sum over such verdicts) moves more between runs than the
+closed share does, and its interval says how much.
+
 The expert's per-task success comes from an eval metrics file on the same split (the
 `expert` policy's); without one it is taken as 1.0 (the scripted MiniWoB experts solve
 their tasks; the output says so).
@@ -35,6 +43,7 @@ from typing import Any
 BUDGET_KEYS = ("sft.demos_per_task", "suite.train.count")
 MIN_GAP = 0.02  # below this there is nothing to close (about one episode in 50)
 HALF = 0.5
+DRAWS = 2000  # bootstrap draws for the intervals
 
 
 def budget_axis(summary: Mapping[str, Any]) -> str | None:
@@ -84,6 +93,67 @@ def pooled(rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _interval(values: Any) -> list[float] | None:
+    import numpy as np
+
+    finite = values[np.isfinite(values)]
+    if len(finite) < len(values) / 2:  # mostly no gap: no share to bound
+        return None
+    low, high = np.percentile(finite, [2.5, 97.5])
+    return [round(float(low), 4), round(float(high), 4)]
+
+
+def _rates(rng: Any, rates: list[float], n: int, draws: int) -> Any:
+    """`draws` x tasks plausible true rates given k = rate * n successes in n episodes:
+    Beta(k + 1/2, n - k + 1/2) (the Jeffreys posterior), so a task at 0% or 100% still
+    varies, as a plain binomial redraw of a 0 or 1 rate would not."""
+    import numpy as np
+
+    k = np.round(np.asarray(rates) * n)
+    return rng.beta(k + 0.5, n - k + 0.5, size=(draws, len(rates)))
+
+
+def bootstrap(
+    rows: Mapping[str, Mapping[str, Any]],
+    n_low: int,
+    n_high: int,
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """95% intervals of each task's share and of the pooled shares (module doc):
+    {"tasks": {task: [low, high] or None}, "data_limited_share": [..], "closed_share": [..]}.
+    `n_low`, `n_high`: val episodes per task at each budget."""
+    import numpy as np
+
+    tasks = list(rows)
+    rng = np.random.default_rng(seed)
+    expert = np.array([rows[t]["expert"] for t in tasks])
+    low = _rates(rng, [rows[t]["sft_low"] for t in tasks], n_low, draws)
+    high = _rates(rng, [rows[t]["sft_high"] for t in tasks], n_high, draws)
+    gap, closed = expert - low, high - low
+    has_gap = gap >= MIN_GAP
+    share = np.where(has_gap, closed / np.where(has_gap, gap, 1.0), np.nan)
+    weight = np.where(has_gap, np.maximum(gap, 0.0), 0.0)
+    total = weight.sum(axis=1)
+    data = (weight * (np.nan_to_num(share, nan=0.0) >= HALF - 1e-9)).sum(axis=1)
+    closed_sum = np.where(has_gap, closed, 0.0).sum(axis=1)
+    safe = np.where(total > 0, total, np.nan)
+    return {
+        "tasks": {t: _interval(share[:, j]) for j, t in enumerate(tasks)},
+        "data_limited_share": _interval(data / safe),
+        "closed_share": _interval(closed_sum / safe),
+        "draws": draws,
+        "episodes_per_task": {"low": n_low, "high": n_high},
+    }
+
+
+def _episodes_per_task(point: Mapping[str, Any]) -> int | None:
+    """Val episodes per task behind a point's per-task rates (its n over its tasks;
+    the split draws the same count for every task)."""
+    n, tasks = point.get("n"), len(point.get("per_task") or {})
+    return max(1, round(n / tasks)) if n and tasks else None
+
+
 def capacity(
     summary: Mapping[str, Any], expert: Mapping[str, float] | None = None
 ) -> dict[str, Any]:
@@ -118,18 +188,34 @@ def capacity(
             t: task_row((expert or {}).get(t, 1.0), low["per_task"][t], high["per_task"][t])
             for t in tasks
         }
-        out["groups"][key] = {
+        group = {
             "low": {"point": low["point"], "budget": _budget(low)},
             "high": {"point": high["point"], "budget": _budget(high)},
             "ratio": _budget(high) / max(_budget(low), 1),
             "tasks": rows,
             "pooled": pooled(rows),
         }
+        n_low, n_high = _episodes_per_task(low), _episodes_per_task(high)
+        if rows and n_low and n_high:
+            ci = bootstrap(rows, n_low, n_high)
+            for t, row in rows.items():
+                row["share_ci"] = ci["tasks"][t]
+            group["pooled"]["data_limited_share_ci"] = ci["data_limited_share"]
+            group["pooled"]["closed_share_ci"] = ci["closed_share"]
+            group["bootstrap"] = {
+                "draws": ci["draws"],
+                "episodes_per_task": ci["episodes_per_task"],
+            }
+        out["groups"][key] = group
     return out
 
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}"
+
+
+def _ci(v: list[float] | None) -> str:
+    return "-" if not v else f"[{100 * v[0] + 0.0:.0f}, {100 * v[1] + 0.0:.0f}]"
 
 
 def table(result: Mapping[str, Any]) -> str:
@@ -148,21 +234,30 @@ def table(result: Mapping[str, Any]) -> str:
             f"budgets {lo['budget']} ({lo['point']}) -> {hi['budget']} ({hi['point']}), "
             f"{group['ratio']:g}x",
             "",
-            "| task | expert % | SFT low % | SFT high % | gap | closed | share | verdict |",
-            "|---|---|---|---|---|---|---|---|",
+            "| task | expert % | SFT low % | SFT high % | gap | closed | share | share 95% "
+            "| verdict |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for task, r in group["tasks"].items():
             lines.append(
                 f"| {task} | {_pct(r['expert'])} | {_pct(r['sft_low'])} | {_pct(r['sft_high'])} "
                 f"| {_pct(r['gap'])} | {_pct(r['closed'])} | {_pct(r['share'])} | "
-                f"{r['verdict']} |"
+                f"{_ci(r.get('share_ci'))} | {r['verdict']} |"
             )
         p = group["pooled"]
         lines += [
             "",
             f"pooled gap {_pct(p['gap'] / max(len(group['tasks']), 1))} points a task; "
-            f"data-limited share {_pct(p['data_limited_share'])}%, closed share "
-            f"{_pct(p['closed_share'])}%; capacity-limited: "
+            f"data-limited share {_pct(p['data_limited_share'])}% "
+            f"{_ci(p.get('data_limited_share_ci'))}, closed share "
+            f"{_pct(p['closed_share'])}% {_ci(p.get('closed_share_ci'))}; capacity-limited: "
             f"{', '.join(p['capacity_limited']) or 'none'}",
         ]
+        if "bootstrap" in group:
+            b = group["bootstrap"]
+            lines.append(
+                f"95% intervals: {b['draws']} draws of each task's success (Jeffreys) at "
+                f"{b['episodes_per_task']['low']} and {b['episodes_per_task']['high']} val "
+                "episodes a task (the expert held fixed)."
+            )
     return "\n".join(lines) + "\n"

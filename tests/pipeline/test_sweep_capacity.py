@@ -83,3 +83,56 @@ def test_a_sweep_without_a_budget_axis_is_refused() -> None:
     summary = {"sweep": "lr", "split": "val", "axes": {"lr": {"sft.learning_rate": [1]}}}
     with pytest.raises(ValueError, match=r"suite\.train\.count"):
         capacity(summary)
+
+
+def test_intervals_say_how_sure_each_verdict_and_the_pooled_share_are(tmp_path: Path) -> None:
+    summary = _summary(
+        tmp_path,
+        {
+            25: {"sure": 0.0, "edge": 0.2, "solved": 1.0},
+            100: {"sure": 0.95, "edge": 0.62, "solved": 1.0},
+        },
+    )
+    group = capacity(summary)["groups"]["all"]
+    tasks, pool = group["tasks"], group["pooled"]
+    # 50 episodes over 3 tasks: 17 a task at each budget
+    assert group["bootstrap"]["episodes_per_task"] == {"low": 17, "high": 17}
+    low, high = tasks["sure"]["share_ci"]
+    assert 0.5 < low <= tasks["sure"]["share"] <= high  # closes 95% of its gap: surely data
+    low, high = tasks["edge"]["share_ci"]  # closes 52.5%: either side in another run
+    assert low < 0.5 < high
+    assert tasks["solved"]["share_ci"] is None  # no gap in most draws: no share to bound
+    dl_low, dl_high = pool["data_limited_share_ci"]
+    assert dl_low < pool["data_limited_share"] <= dl_high
+    cl_low, cl_high = pool["closed_share_ci"]
+    assert cl_low < pool["closed_share"] < cl_high
+    assert "share 95%" in table(capacity(summary))
+    # the same draws every time: a committed results file does not change on a rerun
+    assert capacity(summary)["groups"]["all"]["pooled"] == pool
+
+
+def test_without_episode_counts_there_are_no_intervals() -> None:
+    summary = {
+        "sweep": "cap",
+        "split": "val",
+        "axes": {"budget": ["suite.train.count"]},
+        "points": [
+            {
+                "point": "a",
+                "axes": {"budget": "b25"},
+                "overrides": {"suite.train.count": 25},
+                "per_task": {"t": 0.2},
+            },
+            {
+                "point": "b",
+                "axes": {"budget": "b100"},
+                "overrides": {"suite.train.count": 100},
+                "per_task": {"t": 0.8},
+            },
+        ],
+    }
+    group = capacity(summary)["groups"]["all"]
+    assert "bootstrap" not in group and "share_ci" not in group["tasks"]["t"]
+    assert "| t | 100.0 | 20.0 | 80.0 | 80.0 | 60.0 | 75.0 | - | data-limited |" in table(
+        capacity(summary)
+    )
