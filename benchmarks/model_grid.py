@@ -105,6 +105,8 @@ def grid_row(
         "sft_high": _mean([t["sft_high"] for t in tasks.values()]),
         "data_limited_share": round(group["pooled"]["data_limited_share"], 4),
         "closed_share": round(group["pooled"]["closed_share"], 4),
+        "data_limited_share_ci": group["pooled"].get("data_limited_share_ci"),
+        "closed_share_ci": group["pooled"].get("closed_share_ci"),
         "capacity_limited": group["pooled"]["capacity_limited"],
     }
     if pretrain:
