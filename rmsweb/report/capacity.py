@@ -103,33 +103,38 @@ def _interval(values: Any) -> list[float] | None:
     return [round(float(low), 4), round(float(high), 4)]
 
 
-def _rates(rng: Any, rates: list[float], n: int, draws: int) -> Any:
-    """`draws` x tasks plausible true rates given k = rate * n successes in n episodes:
-    Beta(k + 1/2, n - k + 1/2) (the Jeffreys posterior), so a task at 0% or 100% still
-    varies, as a plain binomial redraw of a 0 or 1 rate would not."""
+def _rates(rng: Any, rates: list[float], n: list[int], draws: int) -> Any:
+    """`draws` x tasks plausible true rates given k = rate * n successes in n episodes
+    (per task): Beta(k + 1/2, n - k + 1/2) (the Jeffreys posterior), so a task at 0% or
+    100% still varies, as a plain binomial redraw of a 0 or 1 rate would not."""
     import numpy as np
 
-    k = np.round(np.asarray(rates) * n)
-    return rng.beta(k + 0.5, n - k + 0.5, size=(draws, len(rates)))
+    episodes = np.asarray(n, dtype=float)
+    k = np.round(np.asarray(rates) * episodes)
+    return rng.beta(k + 0.5, episodes - k + 0.5, size=(draws, len(rates)))
+
+
+def _per_task(n: int | Mapping[str, int], tasks: list[str]) -> list[int]:
+    return [n[t] for t in tasks] if isinstance(n, Mapping) else [n] * len(tasks)
 
 
 def bootstrap(
     rows: Mapping[str, Mapping[str, Any]],
-    n_low: int,
-    n_high: int,
+    n_low: int | Mapping[str, int],
+    n_high: int | Mapping[str, int],
     draws: int = DRAWS,
     seed: int = 0,
 ) -> dict[str, Any]:
     """95% intervals of each task's share and of the pooled shares (module doc):
     {"tasks": {task: [low, high] or None}, "data_limited_share": [..], "closed_share": [..]}.
-    `n_low`, `n_high`: val episodes per task at each budget."""
+    `n_low`, `n_high`: episodes per task at each budget (one count, or task -> count)."""
     import numpy as np
 
     tasks = list(rows)
     rng = np.random.default_rng(seed)
     expert = np.array([rows[t]["expert"] for t in tasks])
-    low = _rates(rng, [rows[t]["sft_low"] for t in tasks], n_low, draws)
-    high = _rates(rng, [rows[t]["sft_high"] for t in tasks], n_high, draws)
+    low = _rates(rng, [rows[t]["sft_low"] for t in tasks], _per_task(n_low, tasks), draws)
+    high = _rates(rng, [rows[t]["sft_high"] for t in tasks], _per_task(n_high, tasks), draws)
     gap, closed = expert - low, high - low
     has_gap = gap >= MIN_GAP
     share = np.where(has_gap, closed / np.where(has_gap, gap, 1.0), np.nan)
@@ -214,7 +219,8 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}"
 
 
-def _ci(v: list[float] | None) -> str:
+def interval_text(v: list[float] | None) -> str:
+    """A 95% interval in points, "[low, high]" ("-" for none)."""
     return "-" if not v else f"[{100 * v[0] + 0.0:.0f}, {100 * v[1] + 0.0:.0f}]"
 
 
@@ -242,15 +248,15 @@ def table(result: Mapping[str, Any]) -> str:
             lines.append(
                 f"| {task} | {_pct(r['expert'])} | {_pct(r['sft_low'])} | {_pct(r['sft_high'])} "
                 f"| {_pct(r['gap'])} | {_pct(r['closed'])} | {_pct(r['share'])} | "
-                f"{_ci(r.get('share_ci'))} | {r['verdict']} |"
+                f"{interval_text(r.get('share_ci'))} | {r['verdict']} |"
             )
         p = group["pooled"]
         lines += [
             "",
             f"pooled gap {_pct(p['gap'] / max(len(group['tasks']), 1))} points a task; "
             f"data-limited share {_pct(p['data_limited_share'])}% "
-            f"{_ci(p.get('data_limited_share_ci'))}, closed share "
-            f"{_pct(p['closed_share'])}% {_ci(p.get('closed_share_ci'))}; capacity-limited: "
+            f"{interval_text(p.get('data_limited_share_ci'))}, closed share "
+            f"{_pct(p['closed_share'])}% {interval_text(p.get('closed_share_ci'))}; capacity-limited: "
             f"{', '.join(p['capacity_limited']) or 'none'}",
         ]
         if "bootstrap" in group:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmsweb.report.arms import Difference, Episode
-from rmsweb.report.capacity import pooled, task_row
+from rmsweb.report.capacity import bootstrap, interval_text, pooled, task_row
 from rmsweb.report.document import Figure, Para, Section, Table
 
 
@@ -124,10 +124,21 @@ def per_task_success(episodes: Sequence[Episode], arm: str) -> dict[str, float]:
     return {t: sum(v) / len(v) for t, v in sorted(hits.items())}
 
 
+def episodes_per_task(episodes: Sequence[Episode], arm: str) -> dict[str, int]:
+    """task -> how many of `arm`'s episodes it has (the n behind per_task_success)."""
+    counts: dict[str, int] = {}
+    for e in episodes:
+        if e.arm == arm:
+            counts[e.task_id] = counts.get(e.task_id, 0) + 1
+    return counts
+
+
 def capacity_rows(
     plan: GridPlan, episodes: Sequence[Episode]
-) -> tuple[str, str, dict[str, dict[str, Any]]] | None:
-    """(low cell, high cell, task -> capacity row) for the baseline arm, or None."""
+) -> tuple[str, str, dict[str, dict[str, Any]], dict[str, Any]] | None:
+    """(low cell, high cell, task -> capacity row, intervals) for the baseline arm, or
+    None. Each row has its share's 95% interval (`share_ci`); `intervals` is
+    rmsweb.report.capacity.bootstrap's, over the arms' episodes per task."""
     cells = [c for c in plan.cells if c.label in plan.baseline]
     if len(cells) < 2:
         return None
@@ -141,7 +152,15 @@ def capacity_rows(
     tasks = sorted(set(s_low) & set(s_high))
     if not tasks:
         return None
-    return low, high, {t: task_row(expert.get(t, 1.0), s_low[t], s_high[t]) for t in tasks}
+    rows = {t: task_row(expert.get(t, 1.0), s_low[t], s_high[t]) for t in tasks}
+    ci = bootstrap(
+        rows,
+        episodes_per_task(episodes, plan.baseline[low]),
+        episodes_per_task(episodes, plan.baseline[high]),
+    )
+    for t, row in rows.items():
+        row["share_ci"] = ci["tasks"][t]
+    return low, high, rows, ci
 
 
 def _figure(plan: GridPlan, diffs: Mapping[tuple[str, str], Difference]) -> bytes:
@@ -216,7 +235,7 @@ def grid_section(rep: Any, plan: GridPlan, episodes: Sequence[Episode], axis_nam
     ]
     cap = capacity_rows(plan, episodes)
     if cap is not None:
-        low, high, rows_by_task = cap
+        low, high, rows_by_task, ci = cap
         pool = pooled(rows_by_task)
         table_rows = [
             [
@@ -225,6 +244,7 @@ def grid_section(rep: Any, plan: GridPlan, episodes: Sequence[Episode], axis_nam
                 _pct(r["sft_low"]),
                 _pct(r["sft_high"]),
                 _pct(r["share"]),
+                interval_text(r["share_ci"]),
                 r["verdict"],
             ]
             for t, r in rows_by_task.items()
@@ -232,15 +252,26 @@ def grid_section(rep: Any, plan: GridPlan, episodes: Sequence[Episode], axis_nam
         base = plan.baseline[low].split("/")[1]
         sec.blocks += [
             Table(
-                ["task", "expert %", f"{base} {low} %", f"{base} {high} %", "share closed %", ""],
+                [
+                    "task",
+                    "expert %",
+                    f"{base} {low} %",
+                    f"{base} {high} %",
+                    "share closed %",
+                    "95% interval",
+                    "",
+                ],
                 table_rows,
-                ["left", "right", "right", "right", "right", "left"],
+                ["left", "right", "right", "right", "right", "right", "left"],
             ),
             Para(
                 f"Capacity: the share of each task's expert − {base} gap at {low} that {high} "
                 "closes; below half, the task is capacity-limited (more demonstrations alone "
-                f"do not fix it). Pooled: {_pct(pool['data_limited_share'])}% of the gap is in "
-                f"data-limited tasks; {_pct(pool['closed_share'])}% of it closes. "
+                f"do not fix it). Pooled: {_pct(pool['data_limited_share'])}% "
+                f"{interval_text(ci['data_limited_share'])} of the gap is in data-limited tasks; "
+                f"{_pct(pool['closed_share'])}% {interval_text(ci['closed_share'])} of it closes. "
+                "Intervals: 95%, from 2,000 draws of each task's true success at both "
+                "budgets (Jeffreys, over its test episodes). "
                 + (
                     "Expert: the report's expert arm."
                     if plan.expert
@@ -252,4 +283,8 @@ def grid_section(rep: Any, plan: GridPlan, episodes: Sequence[Episode], axis_nam
             rep.metrics["grid/capacity/data_limited_share"] = round(pool["data_limited_share"], 4)
         if pool["closed_share"] is not None:
             rep.metrics["grid/capacity/closed_share"] = round(pool["closed_share"], 4)
+        for key in ("data_limited_share", "closed_share"):
+            if ci[key] is not None:
+                rep.metrics[f"grid/capacity/{key}_ci_low"] = ci[key][0]
+                rep.metrics[f"grid/capacity/{key}_ci_high"] = ci[key][1]
     return sec

@@ -72,9 +72,12 @@ def test_capacity_runs_from_the_own_cell_to_the_last() -> None:
         for arm, solved in (("x-b25/sft", 1), ("x/sft", 2), ("x-b200/sft", 6))
         for u in range(10)
     ]
-    low, high, rows = capacity_rows(GridPlan(cells, baseline=base), episodes)
+    low, high, rows, ci = capacity_rows(GridPlan(cells, baseline=base), episodes)
     assert (low, high) == ("b50", "b200")
     assert rows["t"]["sft_low"] == pytest.approx(0.2) and rows["t"]["share"] == pytest.approx(0.5)
+    # 10 episodes a budget: the share of 0.5 is known only roughly
+    share_low, share_high = rows["t"]["share_ci"]
+    assert share_low < 0.5 < share_high and ci["episodes_per_task"]["low"] == {"t": 10}
 
 
 def test_the_section_tabulates_each_cell_and_the_capacity() -> None:
@@ -91,9 +94,12 @@ def test_the_section_tabulates_each_cell_and_the_capacity() -> None:
     # Capacity of SFT from 25 to 100: fill closes 0.7 of 0.8, click 0.1 of 0.5.
     assert isinstance(capacity, Table)
     rows = {r[0]: r for r in capacity.rows}
-    assert rows["fill"][4:] == ["87.5", "data-limited"]
-    assert rows["click"][4:] == ["20.0", "capacity-limited"]
+    assert rows["fill"][4] == "87.5" and rows["fill"][6] == "data-limited"
+    assert rows["click"][4] == "20.0" and rows["click"][6] == "capacity-limited"
+    assert rows["fill"][5].startswith("[") and rows["fill"][5].endswith("]")
     assert rep.metrics["grid/capacity/data_limited_share"] == pytest.approx(0.8 / 1.3, abs=1e-4)
+    low, high = (rep.metrics[f"grid/capacity/closed_share_ci_{k}"] for k in ("low", "high"))
+    assert low < rep.metrics["grid/capacity/closed_share"] < high
 
 
 def test_the_report_stage_finds_the_compared_specs_with_cells() -> None:
