@@ -12,7 +12,9 @@ The experiment's settings are the ones in params.yaml (suite.val, rl.group_size,
 rl.temperature, regime.val_seeds_per_task); the SFT folder is the checkpoint probed.
 `--temperature` and `--group-size` probe the same checkpoint at another RL setting
 (they are RL's to choose on val): the stage then reads a copy of params.yaml with the
-experiment's rl section changed, and the results file names the overrides.
+experiment's rl section changed, and the results file names the overrides. `--states
+FILE` keeps the probed states with their samples (the stage's regime_states.parquet,
+whose `source` says first or later failure), which the run's folder otherwise drops.
 
     python benchmarks/val_reach.py --exp capacity-click-budget50 \
         --sft runs/sft/capacity-click-budget50/s0 --temperature 1.0 \
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,6 +66,12 @@ def main() -> int:
     ap.add_argument("--params", type=Path, default=Path("params.yaml"))
     ap.add_argument("--temperature", type=float, help="override rl.temperature")
     ap.add_argument("--group-size", type=int, help="override rl.group_size (G)")
+    ap.add_argument(
+        "--states",
+        type=Path,
+        help="also keep the probed states and their samples here (the stage's "
+        "regime_states.parquet, for DuckDB)",
+    )
     args = ap.parse_args()
     overrides = {
         k: v
@@ -86,6 +95,9 @@ def main() -> int:
         if subprocess.run(cmd).returncode != 0:
             return 1
         m = json.loads(metrics.read_text())
+        if args.states:
+            args.states.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(tmp) / "regime" / "regime_states.parquet", args.states)
     result = {
         "note": "reach on val failure states without mining (benchmarks/val_reach.py)",
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),

@@ -30,6 +30,9 @@ Path(args[args.index("--metrics") + 1]).write_text(json.dumps({{
     "per_task": {{"t": {{"reach_val": 0.25, "reach_mined_states": 0}}}},
     "wall_s": 1.0,
 }}))
+run = Path(args[args.index("--out") + 1])
+run.mkdir(parents=True, exist_ok=True)
+(run / "regime_states.parquet").write_text("states")
 """
 
 
@@ -88,3 +91,15 @@ def test_val_reach_overrides_the_rl_temperature(tmp_path: Path) -> None:
     assert result["overrides"] == {"rl.temperature": 1.0, "rl.group_size": 16}
     assert result["settings"]["temperature"] == 1.0
     assert result["settings"]["group_size"] == 16
+
+
+def test_val_reach_keeps_the_probed_states_when_asked(tmp_path: Path) -> None:
+    env = _fake_rmsweb(tmp_path, FAKE.format(python=sys.executable))
+    out, states = tmp_path / "reach.json", tmp_path / "kept" / "states.parquet"
+    cmd = [
+        sys.executable, "benchmarks/val_reach.py", "--exp", "e", "--sft", "s",
+        "--out", str(out), "--states", str(states),
+    ]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert states.read_text() == "states" and out.exists()
