@@ -61,7 +61,8 @@ def _mean(values: list[float]) -> float:
 
 def pretrain_metrics_files(dvc_yaml: dict[str, Any]) -> dict[str, str]:
     """point -> the metrics file of the pretrain stage that serves it (its `desc` names
-    the points: "pretrain for A, B; code: ...", its cmd the `--metrics` file)."""
+    the points: "pretrain for A, B; code: ...", as rmsweb.compile.dvcfile.stage_entry
+    writes it; its cmd the `--metrics` file)."""
     out: dict[str, str] = {}
     for name, stage in dvc_yaml.get("stages", {}).items():
         if not name.startswith("pretrain_"):

@@ -96,8 +96,10 @@ def main() -> int:
             return 1
         m = json.loads(metrics.read_text())
         if args.states:
+            from rmsweb.regime.table import FILE as STATES_FILE
+
             args.states.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(Path(tmp) / "regime" / "regime_states.parquet", args.states)
+            shutil.copyfile(Path(tmp) / "regime" / STATES_FILE, args.states)
     result = {
         "note": "reach on val failure states without mining (benchmarks/val_reach.py)",
         "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),

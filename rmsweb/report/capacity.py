@@ -40,10 +40,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rmsweb.report.arms import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
+
 BUDGET_KEYS = ("sft.demos_per_task", "suite.train.count")
 MIN_GAP = 0.02  # below this there is nothing to close (about one episode in 50)
 HALF = 0.5
-DRAWS = 2000  # bootstrap draws for the intervals
 
 
 def budget_axis(summary: Mapping[str, Any]) -> str | None:
@@ -122,8 +123,8 @@ def bootstrap(
     rows: Mapping[str, Mapping[str, Any]],
     n_low: int | Mapping[str, int],
     n_high: int | Mapping[str, int],
-    draws: int = DRAWS,
-    seed: int = 0,
+    draws: int = BOOTSTRAP_SAMPLES,
+    seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, Any]:
     """95% intervals of each task's share and of the pooled shares (module doc):
     {"tasks": {task: [low, high] or None}, "data_limited_share": [..], "closed_share": [..]}.
@@ -263,7 +264,7 @@ def table(result: Mapping[str, Any]) -> str:
             b = group["bootstrap"]
             lines.append(
                 f"95% intervals: {b['draws']} draws of each task's success (Jeffreys) at "
-                f"{b['episodes_per_task']['low']} and {b['episodes_per_task']['high']} val "
-                "episodes a task (the expert held fixed)."
+                f"{b['episodes_per_task']['low']} and {b['episodes_per_task']['high']} "
+                f"{result['split']} episodes a task (the expert held fixed)."
             )
     return "\n".join(lines) + "\n"

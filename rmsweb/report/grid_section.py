@@ -115,22 +115,23 @@ def _interval(low: float | None, high: float | None) -> str:
     return "-" if low is None or high is None else f"[{_pct(low, True)}, {_pct(high, True)}]"
 
 
-def per_task_success(episodes: Sequence[Episode], arm: str) -> dict[str, float]:
-    """Per task: mean success over the arm's episodes (every training seed)."""
+def _outcomes(episodes: Sequence[Episode], arm: str) -> dict[str, list[bool]]:
+    """task -> the successes of the arm's episodes (every training seed), tasks sorted."""
     hits: dict[str, list[bool]] = {}
     for e in episodes:
         if e.arm == arm:
             hits.setdefault(e.task_id, []).append(e.success)
-    return {t: sum(v) / len(v) for t, v in sorted(hits.items())}
+    return dict(sorted(hits.items()))
+
+
+def per_task_success(episodes: Sequence[Episode], arm: str) -> dict[str, float]:
+    """Per task: mean success over the arm's episodes (every training seed)."""
+    return {t: sum(v) / len(v) for t, v in _outcomes(episodes, arm).items()}
 
 
 def episodes_per_task(episodes: Sequence[Episode], arm: str) -> dict[str, int]:
     """task -> how many of `arm`'s episodes it has (the n behind per_task_success)."""
-    counts: dict[str, int] = {}
-    for e in episodes:
-        if e.arm == arm:
-            counts[e.task_id] = counts.get(e.task_id, 0) + 1
-    return counts
+    return {t: len(v) for t, v in _outcomes(episodes, arm).items()}
 
 
 def capacity_rows(
@@ -270,8 +271,8 @@ def grid_section(rep: Any, plan: GridPlan, episodes: Sequence[Episode], axis_nam
                 f"do not fix it). Pooled: {_pct(pool['data_limited_share'])}% "
                 f"{interval_text(ci['data_limited_share'])} of the gap is in data-limited tasks; "
                 f"{_pct(pool['closed_share'])}% {interval_text(ci['closed_share'])} of it closes. "
-                "Intervals: 95%, from 2,000 draws of each task's true success at both "
-                "budgets (Jeffreys, over its test episodes). "
+                f"Intervals: 95%, from {ci['draws']:,} draws of each task's true success at "
+                "both budgets (Jeffreys, over its test episodes). "
                 + (
                     "Expert: the report's expert arm."
                     if plan.expert
