@@ -23,8 +23,10 @@ run: $(STAMP) chromium  ## the main job: the default experiment through dvc repr
 
 # Test tiers. Every marker but gpu and live is selected by one of the tiers CI runs
 # (.ci/run: test, slow, faults); tests/test_test_tiers.py holds these lines to that.
+# Tests run on one worker per core, at most 4 (pytest-xdist; each worker builds its own
+# session fixtures): most of the tier's time is subprocesses, servers and Chromium waiting.
 test: $(STAMP) $(SKY_STAMP) chromium  ## the default test tier (CPU, offline)
-	pytest -q
+	pytest -q -n auto --maxprocesses=4
 
 slow: $(STAMP) $(SKY_STAMP) chromium  ## the slow tests outside the fault suite (minutes)
 	pytest -q -m 'slow and not faults and not gpu and not live'

@@ -34,7 +34,11 @@ One policy object answers "may this URL load?" for two kinds of suites:
 A refused document load is failed with `Aborted`, which Chromium treats like a
 cancelled navigation: the page stays where it was (no error page replaces it), and
 the refusal is logged so the next observation can tell the policy. That makes a
-blocked navigation a step error, never a lost task page. `GuardLog.pin()` (used by
+blocked navigation a step error, never a lost task page. Closing a context detaches the
+guard's CDP session, and Chromium then lets the requests still paused on it go on, so the
+pool calls `GuardLog.shut` first: everything is refused from then on, the pages are
+unloaded (their scripts stop; what they left paused is cancelled) and the answers in
+flight are waited for. `GuardLog.pin()` (used by
 single-page suites such as MiniWoB) additionally refuses any new main-frame document
 once the task page is loaded, so leaving or reloading the task page is a step error too.
 """
@@ -42,6 +46,7 @@ once the task page is loaded, so leaving or reloading the task page is a step er
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import re
@@ -87,6 +92,9 @@ FAILURE_TTL_S = 30.0
 
 OUTSIDE_SITE = "outside the task's site"
 LEAVES_TASK_PAGE = "it would leave the task page"
+CLOSING = "the page is closing"
+FETCH_ALL = {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]}  # every request
+DRAIN_TIMEOUT_S = 2.0  # how long closing waits for the guard's decisions in flight
 
 # Make every pop-up a same-page navigation (runs in every frame before page scripts).
 SAME_PAGE_JS = """(() => {
@@ -206,6 +214,9 @@ class GuardLog:
     policy: NavigationPolicy
     refusals: list[Refusal] = field(default_factory=list)
     pinned: bool = False  # refuse every new main-frame document (single-page tasks)
+    closing: bool = False  # refuse everything: the context is about to close
+    pending: int = 0  # paused requests whose decision is not sent yet
+    session: Any = field(default=None, repr=False)  # the CDP session install_guard opened
 
     def pin(self) -> None:
         self.pinned = True
@@ -216,9 +227,36 @@ class GuardLog:
         self.pinned = False
 
     async def decide(self, url: str, *, navigation: bool) -> str | None:
+        if self.closing:
+            return CLOSING
         if navigation and self.pinned:
             return LEAVES_TASK_PAGE
         return await self.policy.check(url, navigation=navigation)
+
+    async def shut(self, context: Any) -> None:
+        """Call before closing the guarded context. Closing detaches the guard's CDP
+        session, and Chromium lets every request still paused on it go on: a forbidden
+        fetch fired as the page closes would reach its server. So: refuse everything from
+        now on, take the context offline (a request let go on fails instead of leaving
+        the machine), and wait for the decisions in flight to be sent."""
+        self.closing = True
+        with contextlib.suppress(Exception):  # a context that is gone already
+            await asyncio.wait_for(context.set_offline(True), DRAIN_TIMEOUT_S)
+        for page in list(context.pages):
+            # Unload the documents: their timers and scripts stop asking for anything, and
+            # the requests they left paused are cancelled, not let go on.
+            with contextlib.suppress(Exception):
+                await page.goto("about:blank", wait_until="commit", timeout=DRAIN_TIMEOUT_S * 1000)
+        if self.session is not None:
+            # A round trip on the guard's session: every requestPaused Chromium sent
+            # before its answer has reached `pending` when it returns.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    self.session.send("Fetch.enable", FETCH_ALL), DRAIN_TIMEOUT_S
+                )
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while self.pending and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
 
 
 def offline_policy(origins: Sequence[str]) -> NavigationPolicy:
@@ -239,7 +277,24 @@ async def install_guard(context: Any, page: Any, guard: GuardLog) -> None:
     tree = await cdp.send("Page.getFrameTree")
     main_frame = tree["frameTree"]["frame"]["id"]  # stable for the page's lifetime
 
+    guard.session = cdp
+
+    answering: set[asyncio.Future] = set()  # held so the tasks are not collected midway
+
+    def on_paused(event: dict[str, Any]) -> None:
+        # Counted here, synchronously as the event arrives, so GuardLog.shut can wait for it.
+        guard.pending += 1
+        task = asyncio.ensure_future(paused(event))
+        answering.add(task)
+        task.add_done_callback(answering.discard)
+
     async def paused(event: dict[str, Any]) -> None:
+        try:
+            await _answer(event)
+        finally:
+            guard.pending -= 1
+
+    async def _answer(event: dict[str, Any]) -> None:
         url = event["request"]["url"]
         document = event.get("resourceType") == "Document"
         main = document and event.get("frameId") == main_frame
@@ -258,8 +313,8 @@ async def install_guard(context: Any, page: Any, guard: GuardLog) -> None:
         except Exception as exc:  # the page went away meanwhile
             log.debug("navigation guard: %s", exc)
 
-    cdp.on("Fetch.requestPaused", paused)
-    await cdp.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
+    cdp.on("Fetch.requestPaused", on_paused)
+    await cdp.send("Fetch.enable", FETCH_ALL)
 
     async def websocket(ws: Any) -> None:
         reason = await guard.decide(ws.url, navigation=False)

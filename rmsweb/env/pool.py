@@ -266,6 +266,8 @@ class BrowserPool:
         ctx, slot.context, slot.page = slot.context, None, None
         if ctx is None:
             return
+        if slot.guard is not None:
+            await slot.guard.shut(ctx)  # no request paused on the guard goes on as it closes
         try:
             await asyncio.wait_for(ctx.close(), self.op_timeout_s)
         except Exception as exc:

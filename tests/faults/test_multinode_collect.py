@@ -42,7 +42,8 @@ from multinode import (
 
 from rmsweb.store.reader import read_rows
 
-pytestmark = [pytest.mark.browser, pytest.mark.faults]
+# Stage subprocesses on two nodes (30-60 s each): the fault tier only (`make faults`).
+pytestmark = [pytest.mark.browser, pytest.mark.faults, pytest.mark.slow]
 
 EXP = "multinode"
 # experiments/smoke.yaml with 2 tasks x 8 train seeds: 16 units, 8 per node.

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_smoke.sh"
 SUMMARY = (
@@ -41,6 +43,7 @@ def _smoke(tmp_path: Path, python: str, *args: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.slow  # the whole script on CPU (~30-40 s): `make slow`, which CI runs
 def test_dry_run_takes_every_step_and_ends_with_the_summary_line(tmp_path: Path) -> None:
     proc = _smoke(tmp_path, sys.executable, "--dry-run")
     assert proc.returncode == 0, proc.stderr[-3000:]
