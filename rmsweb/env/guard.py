@@ -215,7 +215,9 @@ class GuardLog:
     refusals: list[Refusal] = field(default_factory=list)
     pinned: bool = False  # refuse every new main-frame document (single-page tasks)
     closing: bool = False  # refuse everything: the context is about to close
-    pending: int = 0  # paused requests whose decision is not sent yet
+    # The guard's answers not sent yet, one task per paused request (held here, too, so
+    # the tasks are not collected midway).
+    answering: set[asyncio.Future] = field(default_factory=set, repr=False)
     session: Any = field(default=None, repr=False)  # the CDP session install_guard opened
 
     def pin(self) -> None:
@@ -249,14 +251,11 @@ class GuardLog:
                 await page.goto("about:blank", wait_until="commit", timeout=DRAIN_TIMEOUT_S * 1000)
         if self.session is not None:
             # A round trip on the guard's session: every requestPaused Chromium sent
-            # before its answer has reached `pending` when it returns.
+            # before its answer is in `answering` when it returns.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(
-                    self.session.send("Fetch.enable", FETCH_ALL), DRAIN_TIMEOUT_S
-                )
-        deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while self.pending and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+                await asyncio.wait_for(self.session.send("Page.getFrameTree"), DRAIN_TIMEOUT_S)
+        if self.answering:
+            await asyncio.wait(set(self.answering), timeout=DRAIN_TIMEOUT_S)
 
 
 def offline_policy(origins: Sequence[str]) -> NavigationPolicy:
@@ -279,22 +278,13 @@ async def install_guard(context: Any, page: Any, guard: GuardLog) -> None:
 
     guard.session = cdp
 
-    answering: set[asyncio.Future] = set()  # held so the tasks are not collected midway
-
     def on_paused(event: dict[str, Any]) -> None:
-        # Counted here, synchronously as the event arrives, so GuardLog.shut can wait for it.
-        guard.pending += 1
+        # Registered synchronously as the event arrives, so GuardLog.shut can wait for it.
         task = asyncio.ensure_future(paused(event))
-        answering.add(task)
-        task.add_done_callback(answering.discard)
+        guard.answering.add(task)
+        task.add_done_callback(guard.answering.discard)
 
     async def paused(event: dict[str, Any]) -> None:
-        try:
-            await _answer(event)
-        finally:
-            guard.pending -= 1
-
-    async def _answer(event: dict[str, Any]) -> None:
         url = event["request"]["url"]
         document = event.get("resourceType") == "Document"
         main = document and event.get("frameId") == main_frame
