@@ -31,6 +31,7 @@ from rmsweb.spec import ExperimentSpec
 from rmsweb.spec.serve import local_port
 from rmsweb.stages import STAGES
 
+from .dvcfile import SafeDumper
 from .graph import Stage
 
 # Names only: values are given at launch time (`--secret NAME`) and never written down.
@@ -105,7 +106,7 @@ export RMSWEB_TORCHRUN="--nnodes=$SKYPILOT_NUM_NODES --nproc_per_node=$SKYPILOT_
 """
 
 
-class _LiteralDumper(yaml.SafeDumper):
+class _LiteralDumper(SafeDumper):
     """Multi-line strings (setup, run) as `|` blocks, so the task file reads like a script."""
 
 

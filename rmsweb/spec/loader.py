@@ -14,7 +14,9 @@ expansion, plain tags, YAML 1.2 scalars); validation is strict (no true -> 1, no
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import re
 import types
 import typing
@@ -244,7 +246,16 @@ def _read_one(path: Path) -> Located:
                 )
             ]
         ) from None
-    return parse_yaml_located(text, shown)
+    # A compile reads the default spec once for every spec that extends it (20-odd times),
+    # and parsing is most of loading: parse each text once, hand out copies (the caller
+    # edits what it gets).
+    parsed = _parse_once(text, shown)
+    return Located(copy.deepcopy(parsed.data), dict(parsed.positions), parsed.file)
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_once(text: str, file: str) -> Located:
+    return parse_yaml_located(text, file)
 
 
 # --------------------------------------------------------------------------- overrides
