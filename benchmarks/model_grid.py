@@ -6,7 +6,8 @@ the budget, from one model. This gathers what those committed files say, so the 
 of model and pretraining reads from one results file a command wrote:
 
 - the model and pretraining settings of the sweep's low point (params.yaml);
-- the pretraining stage's held-out exact next action and its speed (the metrics file
+- the pretraining stage's held-out exact next action (the mean over the skills it
+  trained, and the copy skill's, which every point trains) and its speed (the metrics file
   of the pretrain stage dvc.yaml runs for that point: points that share a pretrained
   model share its stage);
 - SFT on val at both budgets (pooled over tasks), the data-limited share of the pooled
@@ -39,6 +40,8 @@ SWEEPS = (
     "capacity-pre5k",
     "capacity-h128",
     "capacity-h128-suite2",
+    "capacity-h128-skills",
+    "capacity-h128-skills-p1",
     "capacity-click",
 )
 TEMPERATURES = ("0.5", "1.0")
@@ -100,6 +103,7 @@ def grid_row(
         "hidden_size": model.get("hidden_size"),
         "num_layers": model.get("num_layers"),
         "pretrain_steps": pretrain.get("steps", 0),
+        "pretrain_skills": pretrain.get("skills"),
         "budget_low": low["budget"],
         "budget_high": high["budget"],
         "sft_low": _mean([t["sft_low"] for t in tasks.values()]),
@@ -117,7 +121,10 @@ def grid_row(
             row["missing"].append(pre_file)
         else:
             row |= {
+                # The mean is over the skills pretrained, so it compares only runs on
+                # the same skills; the copy skill's own figure compares them all.
                 "pretrain_exact": pre.get("accuracy_after_mean"),
+                "pretrain_copy": (pre.get("accuracy_after") or {}).get("copy"),
                 "pretrain_samples_per_s": pre.get("samples_per_s"),
                 "pretrain_train_s": pre.get("train_wall_s"),
             }
@@ -136,20 +143,23 @@ def _pct(x: Any) -> str:
 
 def render(rows: list[dict[str, Any]]) -> str:
     head = (
-        f"{'sweep':<22}{'width':>6}{'layers':>7}{'pretrain':>9}{'exact':>7}"
+        f"{'sweep':<25}{'width':>6}{'layers':>7}{'pretrain':>9}{'skills':>7}{'exact':>7}{'copy':>6}"
         f"{'SFT low':>9}{'SFT 4x':>8}{'data-lim':>9}{'closed':>8}{'reach T0.5':>11}{'reach T1':>9}"
     )
     lines = [head]
     for r in rows:
         if "point" not in r:
-            lines.append(f"{r['sweep']:<22}missing: {', '.join(r['missing'])}")
+            lines.append(f"{r['sweep']:<25}missing: {', '.join(r['missing'])}")
             continue
-        exact = r.get("pretrain_exact")
+        exact, copy = r.get("pretrain_exact"), r.get("pretrain_copy")
+        skills = r.get("pretrain_skills")
         if r["missing"]:
-            lines.append(f"{'':<22}missing: {', '.join(r['missing'])}")
+            lines.append(f"{'':<25}missing: {', '.join(r['missing'])}")
         lines.append(
-            f"{r['sweep']:<22}{r['hidden_size']!s:>6}{r['num_layers']!s:>7}"
-            f"{r['pretrain_steps']:>9}{'—' if exact is None else f'{exact:.2f}':>7}"
+            f"{r['sweep']:<25}{r['hidden_size']!s:>6}{r['num_layers']!s:>7}"
+            f"{r['pretrain_steps']:>9}{'—' if not skills else len(skills):>7}"
+            f"{'—' if exact is None else f'{exact:.2f}':>7}"
+            f"{'—' if copy is None else f'{copy:.2f}':>6}"
             f"{_pct(r['sft_low']):>9}{_pct(r['sft_high']):>8}"
             f"{_pct(r['data_limited_share']):>9}{_pct(r['closed_share']):>8}"
             f"{_pct(r.get('reach_val_t0.5')):>11}"

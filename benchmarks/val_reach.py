@@ -42,6 +42,16 @@ def _commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
+def shown_command(argv: list[str]) -> str:
+    """The command as run, for the committed results file: a --states file outside the
+    repository (the states are not committed) is shown as FILE, not as this machine's path."""
+    shown = [Path(argv[0]).as_posix(), *argv[1:]]
+    for i, word in enumerate(shown[:-1]):
+        if word == "--states" and not Path(shown[i + 1]).resolve().is_relative_to(ROOT):
+            shown[i + 1] = "FILE"
+    return " ".join(shown)
+
+
 def _pick(block: dict) -> dict:
     return {k: v for k, v in block.items() if any(k.startswith(p) for p in KEPT)}
 
@@ -102,7 +112,7 @@ def main() -> int:
             shutil.copyfile(Path(tmp) / "regime" / STATES_FILE, args.states)
     result = {
         "note": "reach on val failure states without mining (benchmarks/val_reach.py)",
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "command": shown_command(sys.argv),
         "commit": _commit(),
         "experiment": args.exp,
         "sft": str(args.sft),

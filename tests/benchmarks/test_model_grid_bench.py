@@ -48,7 +48,10 @@ def test_rows_read_the_sweep_the_shared_pretraining_and_reach(tmp_path: Path) ->
     grid = _module()
     _write(tmp_path / "metrics/sweep/wide.capacity.json", _capacity("wide-b50", "wide-b200"))
     # the point's pretraining is a stage shared with another experiment, named after it
-    _write(tmp_path / "metrics/pretrain/other.json", {"accuracy_after_mean": 0.33})
+    _write(
+        tmp_path / "metrics/pretrain/other.json",
+        {"accuracy_after_mean": 0.33, "accuracy_after": {"copy": 0.54, "form": 0.12}},
+    )
     _write(
         tmp_path / "benchmarks/results/val_reach_wide-b50-t0.5.json",
         {"pooled": {"reach_val": 0.03, "reach_val_states": 968}},
@@ -64,16 +67,25 @@ def test_rows_read_the_sweep_the_shared_pretraining_and_reach(tmp_path: Path) ->
     files = grid.pretrain_metrics_files(dvc_yaml)
     assert files["wide-b50"] == "metrics/pretrain/other.json"
     params = {
-        "wide-b50": {"model": {"hidden_size": 128, "num_layers": 2, "pretrain": {"steps": 9}}}
+        "wide-b50": {
+            "model": {
+                "hidden_size": 128,
+                "num_layers": 2,
+                "pretrain": {"steps": 9, "skills": ["copy", "form"]},
+            }
+        }
     }
     row = grid.grid_row(tmp_path, params, files, "wide")
     assert row["missing"] == []
     assert (row["hidden_size"], row["pretrain_steps"], row["pretrain_exact"]) == (128, 9, 0.33)
+    assert (row["pretrain_skills"], row["pretrain_copy"]) == (["copy", "form"], 0.54)
     assert (row["sft_low"], row["sft_high"], row["data_limited_share"]) == (0.3, 0.55, 0.75)
     assert row["closed_share"] == 0.6
     assert (row["reach_val_t0.5"], row["reach_val_t0.5_states"]) == (0.03, 968)
     assert "reach_val_t1.0" not in row
-    assert "128" in grid.render([row]) and "3.0%" in grid.render([row])
+    shown = grid.render([row]).splitlines()[1].split()
+    assert shown[:7] == ["wide", "128", "2", "9", "2", "0.33", "0.54"]  # 2 skills, copy 0.54
+    assert "3.0%" in shown
 
 
 def test_a_sweep_without_its_files_says_what_is_missing(tmp_path: Path) -> None:

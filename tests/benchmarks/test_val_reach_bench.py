@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import stat
@@ -103,3 +104,16 @@ def test_val_reach_keeps_the_probed_states_when_asked(tmp_path: Path) -> None:
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert states.read_text() == "states" and out.exists()
+    # The committed results file does not name where this machine kept the states.
+    assert str(states) not in out.read_text()
+    assert "--states FILE" in json.loads(out.read_text())["command"]
+
+
+def test_the_command_keeps_a_states_file_inside_the_repository() -> None:
+    spec = importlib.util.spec_from_file_location("val_reach", ROOT / "benchmarks/val_reach.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    argv = ["benchmarks/val_reach.py", "--exp", "e", "--states", str(ROOT / "runs/x.parquet")]
+    assert mod.shown_command(argv).endswith(f"--states {ROOT / 'runs/x.parquet'}")
+    assert mod.shown_command([*argv[:3], "--states", "/elsewhere/x"]).endswith("--states FILE")
