@@ -31,7 +31,7 @@ from rmsweb.spec import ExperimentSpec
 from rmsweb.spec.serve import local_port
 from rmsweb.stages import STAGES
 
-from .dvcfile import SafeDumper
+from .dvcfile import DUMP_OPTIONS, SafeDumper
 from .graph import Stage
 
 # Names only: values are given at launch time (`--secret NAME`) and never written down.
@@ -367,6 +367,4 @@ def render_sky_yaml(
         + (f" (distributed: {', '.join(distributed)})" if distributed else "")
         + ".\n"
     )
-    return header + yaml.dump(
-        task, Dumper=_LiteralDumper, sort_keys=False, default_flow_style=False, width=100
-    )
+    return header + yaml.dump(task, Dumper=_LiteralDumper, **DUMP_OPTIONS)

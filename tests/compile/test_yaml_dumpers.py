@@ -9,19 +9,14 @@ import pytest
 import yaml
 
 from rmsweb.compile import dvcfile, skyfile
-from rmsweb.spec.safe_yaml import reads_as_number
 
 
+# The project's representers on PyYAML's pure-Python emitter.
 class _PyDumper(yaml.SafeDumper):
-    """dvcfile._Dumper on the pure-Python emitter."""
-
-    def represent_str(self, data: str) -> yaml.ScalarNode:
-        if reads_as_number(data):
-            return self.represent_scalar("tag:yaml.org,2002:str", data, style="'")
-        return super().represent_str(data)
+    pass
 
 
-_PyDumper.add_representer(str, _PyDumper.represent_str)
+_PyDumper.add_representer(str, dvcfile.represent_str)
 
 
 class _PyLiteralDumper(yaml.SafeDumper):
@@ -52,12 +47,12 @@ def test_the_dumpers_run_on_libyaml() -> None:
     "fast, slow", [(dvcfile._Dumper, _PyDumper), (skyfile._LiteralDumper, _PyLiteralDumper)]
 )
 def test_tricky_text_dumps_the_same(fast: type, slow: type) -> None:
-    kw: dict[str, Any] = {"sort_keys": False, "default_flow_style": False, "width": 100}
+    kw = dvcfile.DUMP_OPTIONS
     assert yaml.dump(TRICKY, Dumper=fast, **kw) == yaml.dump(TRICKY, Dumper=slow, **kw)
 
 
 def test_the_committed_pipeline_dumps_the_same(repo_root: Path) -> None:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     data = yaml.load((repo_root / "dvc.yaml").read_text(), Loader=loader)
-    kw: dict[str, Any] = {"sort_keys": False, "default_flow_style": False, "width": 100}
+    kw = dvcfile.DUMP_OPTIONS
     assert yaml.dump(data, Dumper=dvcfile._Dumper, **kw) == yaml.dump(data, Dumper=_PyDumper, **kw)
