@@ -72,9 +72,14 @@ def committed_parts(run_dir: Path, table: str, episode_names: set[str] | None = 
     `episode_names`: the episodes files a reader already listed. Companions are
     renamed before their episodes file, so filtering by that earlier listing
     (not by what exists now) never shows steps whose episodes the reader missed.
+    The episodes table itself keeps to the same listing: a shard committed after
+    it would otherwise show episodes whose steps the reader has already left out.
     """
     files = part_files(run_dir, table)
-    if table in COMPANION_TABLES and files:
+    if table == "episodes":
+        if episode_names is not None:
+            files = [p for p in files if p.name in episode_names]
+    elif table in COMPANION_TABLES and files:
         if episode_names is None:
             episode_names = {p.name for p in part_files(run_dir, "episodes")}
         files = [p for p in files if p.name in episode_names]

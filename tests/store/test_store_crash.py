@@ -186,6 +186,8 @@ def test_companions_are_matched_against_the_readers_own_listing(tmp_path: Path) 
         listed = {p.name for p in (tmp_path / "episodes").iterdir()}
         # A shard committed after the reader listed the episodes ...
         sink.write(make_episode(run="r/x", task="t", seed=1, policy="p", success=True, n_steps=1))
-    # ... is invisible in all its tables to that reader.
-    assert [p.name for p in committed_parts(tmp_path, "steps", listed)] == ["part-00000.parquet"]
-    assert len(committed_parts(tmp_path, "steps")) == 2
+    # ... is invisible in all its tables to that reader, its episodes included.
+    for table in ("episodes", "steps"):
+        seen = [p.name for p in committed_parts(tmp_path, table, listed)]
+        assert seen == ["part-00000.parquet"], table
+        assert len(committed_parts(tmp_path, table)) == 2
