@@ -308,7 +308,7 @@ def plan_experiment(spec: ExperimentSpec) -> list[Stage]:
 # (its tokenizer's sample of synthetic texts); the rest is the pretrain stage's.
 _PRETRAIN_TRAINING = frozenset(
     {"steps", "batch_size", "learning_rate", "warmup_ratio", "samples", "max_seq_len"}
-    | {"eval_per_skill"}
+    | {"eval_per_skill", "until"}
 )
 
 

@@ -69,6 +69,19 @@ def test_pretraining_settings_rerun_pretrain_not_the_model_stage(repo_root: Path
     assert {s.kind: s.identity for s in c}["model"] != kinds["model"]
 
 
+def test_a_stopping_bar_reruns_pretrain_only_and_is_absent_from_specs_without_it(
+    repo_root: Path,
+) -> None:
+    plain = _spec(repo_root, "x", model__pretrain={"steps": 10})
+    assert "until" not in plain.model_dump(mode="json")["model"]["pretrain"]  # hashes as before
+    until = {"accuracy": {"copy": 0.5}, "check_every": 5}
+    barred = _spec(repo_root, "x", model__pretrain={"steps": 10, "until": until})
+    a = {s.kind: s.identity for s in plan_experiment(plain)}
+    b = {s.kind: s.identity for s in plan_experiment(barred)}
+    assert a["model"] == b["model"]  # the tokenizer and initial weights do not read it
+    assert a["pretrain"] != b["pretrain"]
+
+
 def test_a_spec_without_pretrain_is_unchanged(repo_root: Path) -> None:
     spec = _spec(repo_root, "plain", seeds=[0, 1], model__pretrain=None)
     assert "pretrain" not in spec.model_dump(mode="json")["model"]  # params.yaml as before

@@ -74,6 +74,49 @@ def test_stage_writes_a_model_sft_can_load_and_its_metrics(tmp_path: Path) -> No
     assert curve[0] == "step,loss,learning_rate" and len(curve) > 1
 
 
+def test_an_unreached_bar_trains_to_the_cap_and_logs_its_checks(tmp_path: Path) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    pretrain = {"steps": 8, "batch_size": 4, "samples": 60, "eval_per_skill": 2}
+    pretrain["max_seq_len"] = 256
+    pretrain["until"] = {"accuracy": {"copy": 1.0}, "check_every": 3, "check_examples": 10}
+    _, m = _run(tmp_path, pretrain)
+    assert m["steps_trained"] == 8 and m["until_stopped_early"] is False
+    assert [c["step"] for c in m["until_checks"]] == [3, 6]
+    assert all(set(c) == {"step", "copy"} for c in m["until_checks"])
+    assert m["until"] == {"copy": 1.0}
+
+
+def test_a_reached_bar_stops_at_that_check(tmp_path: Path, monkeypatch) -> None:
+    import torch
+
+    from rmsweb.train.pretrain import run
+
+    torch.set_num_threads(1)
+    real = run.accuracy
+    seen_sets = []
+
+    def accuracy(model, tokenizer, examples, prompt, batch_size=64):
+        exact, target = real(model, tokenizer, examples, prompt, batch_size)
+        if len({ex.skill for ex in examples}) == 1:  # the stop check: copy only
+            seen_sets.append([ex.completion for ex in examples])
+            return {"copy": 0.0 if len(seen_sets) < 2 else 0.6}, target
+        return exact, target
+
+    monkeypatch.setattr(run, "accuracy", accuracy)
+    pretrain = {"steps": 12, "batch_size": 4, "samples": 60, "eval_per_skill": 2}
+    pretrain["max_seq_len"] = 256
+    pretrain["until"] = {"accuracy": {"copy": 0.5}, "check_every": 2, "check_examples": 10}
+    out, m = _run(tmp_path, pretrain)
+    assert m["until_stopped_early"] is True and m["steps_trained"] == 4
+    assert [c["step"] for c in m["until_checks"]] == [2, 4]
+    assert (out / "model").is_dir()
+    # The checks run on their own examples, never the reported held-out ones.
+    held_out = generate(2 * 6, 0 + run.HELD_OUT_OFFSET, run.SKILLS)
+    assert not set(seen_sets[0]) & {ex.completion for ex in held_out if ex.skill == "copy"}
+
+
 def test_probe_script_prints_accuracy_and_time(tmp_path: Path) -> None:
     out = tmp_path / "probe.json"
     args = ["--hidden", "32", "--layers", "1", "--steps", "2", "--batch-size", "4"]

@@ -19,6 +19,7 @@ from .evaluate import accuracy
 from .synthetic import SKILLS, generate, to_sample
 
 HELD_OUT_OFFSET = 1_000_003  # the held-out set's seed: the training seed plus this
+STOP_CHECK_OFFSET = 2_000_006  # the `until` checks' own set: never the reported one
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ class PretrainSettings:
     seed: int = 0
     max_seq_len: int = 512
     eval_per_skill: int = 50
+    until: tuple[tuple[str, float], ...] = ()  # (skill, bar) pairs; () trains all steps
+    check_every: int = 250
+    check_examples: int = 50
 
     @classmethod
     def of(cls, spec: Any) -> PretrainSettings:
@@ -48,7 +52,18 @@ class PretrainSettings:
             seed=spec.seed,
             max_seq_len=spec.max_seq_len,
             eval_per_skill=spec.eval_per_skill,
+            **_until_of(spec.until),
         )
+
+
+def _until_of(until: Any) -> dict[str, Any]:
+    if until is None:
+        return {}
+    return {
+        "until": tuple(sorted(until.accuracy.items())),
+        "check_every": until.check_every,
+        "check_examples": until.check_examples,
+    }
 
 
 def hyper(s: PretrainSettings) -> SFTHyper:
@@ -94,17 +109,24 @@ def pretrain(
     train = generate(s.samples, s.seed, s.skills)
     held_out = generate(s.eval_per_skill * len(s.skills), s.seed + HELD_OUT_OFFSET, s.skills)
     samples = [to_sample(ex, i, prompt, count) for i, ex in enumerate(train)]
+    callbacks = list(callbacks or [])
+    stop = None
+    if s.until:
+        stop = stop_at_accuracy(tokenizer, s, prompt)
+        callbacks.append(stop)
     t0 = time.time()
     before, target_before = accuracy(model, tokenizer, held_out, prompt)
     t1 = time.time()
     model, history = train_sft(model, tokenizer, samples, hyper(s), work_dir, callbacks=callbacks)
     wall = time.time() - t1
+    steps_trained = max((h.get("step", 0) for h in history), default=s.steps)
     after, target_after = accuracy(model, tokenizer, held_out, prompt)
     losses = [h["loss"] for h in history if "loss" in h]
     metrics: dict[str, Any] = {
         "samples": len(samples),
         "held_out": len(held_out),
         "steps": s.steps,
+        "steps_trained": steps_trained,
         "accuracy_before": before,
         "accuracy_after": after,
         "accuracy_before_mean": _mean(before),
@@ -117,6 +139,43 @@ def pretrain(
         "loss_final": losses[-1] if losses else None,
         "train_wall_s": round(wall, 1),
         "eval_wall_s": round(time.time() - t0 - wall, 1),
-        "samples_per_s": round(s.steps * s.batch_size / max(wall, 1e-9), 1),
+        "samples_per_s": round(steps_trained * s.batch_size / max(wall, 1e-9), 1),
     }
+    if stop is not None:
+        metrics["until"] = dict(s.until)
+        metrics["until_stopped_early"] = stop.reached
+        metrics["until_checks"] = stop.checks  # this process's checks (a resume starts anew)
+        metrics["until_check_wall_s"] = round(stop.wall, 1)
     return model, metrics, history
+
+
+def stop_at_accuracy(tokenizer: Any, s: PretrainSettings, prompt: PromptConfig) -> Any:
+    """A TrainerCallback that ends training at the first check where every skill of
+    `s.until` reaches its bar on the stop-check set (its own seed, apart from the
+    reported held-out set)."""
+    from transformers import TrainerCallback
+
+    skills = tuple(skill for skill, _ in s.until)
+    check_set = generate(s.check_examples * len(skills), s.seed + STOP_CHECK_OFFSET, skills)
+
+    class StopAtAccuracy(TrainerCallback):
+        def __init__(self) -> None:
+            self.checks: list[dict[str, Any]] = []
+            self.reached = False
+            self.wall = 0.0
+
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
+            if state.global_step % s.check_every or state.global_step >= state.max_steps:
+                return control
+            t = time.time()
+            side = tokenizer.padding_side  # generation pads left; training keeps its own
+            shares, _ = accuracy(model, tokenizer, check_set, prompt)
+            tokenizer.padding_side = side
+            self.wall += time.time() - t
+            self.checks.append({"step": state.global_step, **shares})
+            if all(shares.get(skill, 0.0) >= bar for skill, bar in s.until):
+                self.reached = True
+                control.should_training_stop = True
+            return control
+
+    return StopAtAccuracy()
