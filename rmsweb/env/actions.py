@@ -11,6 +11,7 @@ which the runner shows to the policy and the reward scores as -1.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import math
 import re
@@ -157,7 +158,7 @@ def parse_action(text: str) -> Action | ParseError:
     """Parse a model output into an Action, tolerating the usual noise.
 
     Accepts an optional "Thought: ..." part and an "Action:" prefix (the text after the
-    last "Action:" is used), code fences and backticks, any whitespace, single, double or
+    last "Action:" is used, not counting one inside a call's quoted value), code fences and backticks, any whitespace, single, double or
     typographic quotes, backslash escapes, `name=` keywords, `[12]` or `"12"` as element
     ids, any letter case in the action name, and trailing prose after the call.
 
@@ -186,7 +187,7 @@ def parse_action(text: str) -> Action | ParseError:
     if _SURROGATE.search(text):
         # Not valid Unicode: such text cannot be stored (Parquet is UTF-8) or shown.
         return ParseError("output is not valid Unicode text (it holds a lone surrogate)")
-    marks = list(_ACTION_MARK.finditer(text))
+    marks = _action_marks(text)
     body = text[marks[-1].end() :] if marks else text
     m = _first_call(body)
     if m is None:
@@ -340,6 +341,45 @@ def _pick(
             "reply with exactly one action per step"
         )
     return _build(*chosen)
+
+
+# How many trailing "Action:" marks may be found inside a call's quoted arguments, and
+# how many calls before a mark are tried as the one holding it: bounds keep the time
+# linear in the text (a call with an unclosed quote reads to the end of it).
+_MAX_QUOTED_MARKS = 8
+_CALLS_TRIED = 4
+
+
+def _action_marks(text: str) -> list[re.Match[str]]:
+    """The "Action:" marks of `text`, less trailing ones inside a call's arguments.
+
+    `fill(3, "Action: done")` types the words "Action: done"; read from the last mark,
+    the call would be cut at its own argument. A mark counts as inside when one of the
+    calls just before it parses to a closing ")" after it.
+    """
+    marks = list(_ACTION_MARK.finditer(text))
+    if not marks:
+        return marks
+    calls = list(_CALL.finditer(text))
+    starts = [c.start() for c in calls]
+    ends: dict[int, int] = {}
+
+    def end_of(i: int) -> int:
+        if i not in ends:
+            parsed = _parse_args(text, calls[i].end())
+            ends[i] = -1 if isinstance(parsed, ParseError) else parsed[1]
+        return ends[i]
+
+    for _ in range(_MAX_QUOTED_MARKS):
+        at = marks[-1].start()
+        before = bisect.bisect_left(starts, at)
+        tried = range(before - 1, max(before - 1 - _CALLS_TRIED, -1), -1)
+        if not any(end_of(i) > at for i in tried):
+            break
+        marks.pop()
+        if not marks:
+            break
+    return marks
 
 
 _LINE_LEAD = re.compile(r"[ \t`*>\-]*(?:action\s*:\s*)?", re.I | re.A)

@@ -185,6 +185,8 @@ BIG_INPUTS = {
     "open args": "click(1) instead of " + 'fill(2, "' * N,
     "parens": "click(1) instead of click(" + "(" * N,
     "long clause": "click(1) " + "a" * (6 * N) + " or click(2)",
+    "marks in an open value": 'Action: fill(1, "' + "Action: " * N,
+    "marks in closed values": 'fill(1, "Action: ") ' * N,
 }
 
 

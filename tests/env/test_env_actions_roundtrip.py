@@ -37,6 +37,36 @@ def test_parse_inverts_format_with_thought_and_prefix(action: Action) -> None:
     assert parse_action(text) == action
 
 
+# Values that hold an "Action:" mark: the call is read whole, not from inside its value.
+marked = st.builds(
+    lambda a, mark, b: a + mark + b,
+    texts,
+    st.sampled_from(["Action:", "ACTION: ", "action :", "Action: click(2)"]),
+    texts,
+)
+marked_actions = st.one_of(
+    st.builds(lambda t, s: Action("fill", target=t, text=s), ids, marked),
+    st.builds(lambda s: Action("goto", text=s), marked),
+    st.builds(lambda s: Action("answer", text=s), marked),
+)
+
+
+@given(
+    marked_actions,
+    st.sampled_from(["", "Action: ", "Thought: go.\nAction: ", "instead of go_back(), "]),
+)
+def test_action_marks_inside_a_value_are_part_of_it(action: Action, prefix: str) -> None:
+    assert parse_action(prefix + format_action(action)) == action
+
+
+def test_action_marks_inside_a_value_examples() -> None:
+    assert parse_action('go_back() instead of goto("ACTION:")') == Action("go_back")
+    assert parse_action('Action: fill(3, "Action: done")') == Action("fill", "3", "Action: done")
+    # Marks outside any call still count: two "Action:" lines are two actions.
+    two = parse_action('Action: fill(3, "a")\nAction: click(4)')
+    assert not isinstance(two, Action)
+
+
 @given(actions)
 def test_row_roundtrip(action: Action) -> None:
     assert Action.from_row(action.to_row()) == action
