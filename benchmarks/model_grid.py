@@ -5,7 +5,8 @@ model's size, its pretraining budget and the suite: SFT on val at a budget and a
 the budget, from one model. This gathers what those committed files say, so the choice
 of model and pretraining reads from one results file a command wrote:
 
-- the model and pretraining settings of the sweep's low point (params.yaml);
+- the model and pretraining settings of the sweep's low point (params.yaml); with
+  `model.pretrain.until` the steps shown are the steps it trained (metrics file), not the cap;
 - the pretraining stage's held-out exact next action (the mean over the skills it
   trained, and the copy skill's, which every point trains) and its speed (the metrics file
   of the pretrain stage dvc.yaml runs for that point: points that share a pretrained
@@ -42,6 +43,7 @@ SWEEPS = (
     "capacity-h128-suite2",
     "capacity-h128-skills",
     "capacity-h128-skills-p1",
+    "capacity-h128-skills-until-p1",
     "capacity-click",
 )
 TEMPERATURES = ("0.5", "1.0")
@@ -127,7 +129,11 @@ def grid_row(
                 "pretrain_copy": (pre.get("accuracy_after") or {}).get("copy"),
                 "pretrain_samples_per_s": pre.get("samples_per_s"),
                 "pretrain_train_s": pre.get("train_wall_s"),
+                # With model.pretrain.until, steps is the cap: show the steps it took.
+                "pretrain_steps": pre.get("steps_trained", row["pretrain_steps"]),
             }
+        if pretrain.get("until"):
+            row["pretrain_until"] = pretrain["until"]["accuracy"]
     for t in TEMPERATURES:
         reach = _json(root / "benchmarks" / "results" / f"val_reach_{point}-t{t}.json")
         if reach is not None:

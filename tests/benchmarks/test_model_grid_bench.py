@@ -97,3 +97,16 @@ def test_a_sweep_without_its_files_says_what_is_missing(tmp_path: Path) -> None:
     params = {"ran-b50": {"model": {"hidden_size": 64, "pretrain": {"steps": 5}}}}
     row = grid.grid_row(tmp_path, params, {}, "ran")
     assert row["missing"] == ["metrics/pretrain/ran-b50.json"] and "pretrain_exact" not in row
+
+
+def test_a_stopping_bar_shows_the_steps_trained_not_the_cap(tmp_path: Path) -> None:
+    grid = _module()
+    _write(tmp_path / "metrics/sweep/bar.capacity.json", _capacity("bar-b50", "bar-b200"))
+    _write(
+        tmp_path / "metrics/pretrain/bar-b50.json",
+        {"accuracy_after": {"copy": 0.6}, "steps_trained": 1750},
+    )
+    until = {"accuracy": {"copy": 0.5}, "check_every": 250}
+    params = {"bar-b50": {"model": {"pretrain": {"steps": 5000, "until": until}}}}
+    row = grid.grid_row(tmp_path, params, {}, "bar")
+    assert (row["pretrain_steps"], row["pretrain_until"]) == (1750, {"copy": 0.5})
