@@ -44,6 +44,7 @@ SWEEPS = (
     "capacity-h128-skills",
     "capacity-h128-skills-p1",
     "capacity-h128-skills-until-p1",
+    "capacity-h128-skills-until-p2",
     "capacity-click",
 )
 TEMPERATURES = ("0.5", "1.0")
