@@ -150,20 +150,20 @@ def _pct(x: Any) -> str:
 
 def render(rows: list[dict[str, Any]]) -> str:
     head = (
-        f"{'sweep':<25}{'width':>6}{'layers':>7}{'pretrain':>9}{'skills':>7}{'exact':>7}{'copy':>6}"
+        f"{'sweep':<31}{'width':>6}{'layers':>7}{'pretrain':>9}{'skills':>7}{'exact':>7}{'copy':>6}"
         f"{'SFT low':>9}{'SFT 4x':>8}{'data-lim':>9}{'closed':>8}{'reach T0.5':>11}{'reach T1':>9}"
     )
     lines = [head]
     for r in rows:
         if "point" not in r:
-            lines.append(f"{r['sweep']:<25}missing: {', '.join(r['missing'])}")
+            lines.append(f"{r['sweep']:<31}missing: {', '.join(r['missing'])}")
             continue
         exact, copy = r.get("pretrain_exact"), r.get("pretrain_copy")
         skills = r.get("pretrain_skills")
         if r["missing"]:
-            lines.append(f"{'':<25}missing: {', '.join(r['missing'])}")
+            lines.append(f"{'':<31}missing: {', '.join(r['missing'])}")
         lines.append(
-            f"{r['sweep']:<25}{r['hidden_size']!s:>6}{r['num_layers']!s:>7}"
+            f"{r['sweep']:<31}{r['hidden_size']!s:>6}{r['num_layers']!s:>7}"
             f"{r['pretrain_steps']:>9}{'—' if not skills else len(skills):>7}"
             f"{'—' if exact is None else f'{exact:.2f}':>7}"
             f"{'—' if copy is None else f'{copy:.2f}':>6}"
