@@ -158,9 +158,10 @@ def parse_action(text: str) -> Action | ParseError:
     """Parse a model output into an Action, tolerating the usual noise.
 
     Accepts an optional "Thought: ..." part and an "Action:" prefix (the text after the
-    last "Action:" is used, not counting one inside a call's quoted value), code fences and backticks, any whitespace, single, double or
-    typographic quotes, backslash escapes, `name=` keywords, `[12]` or `"12"` as element
-    ids, any letter case in the action name, and trailing prose after the call.
+    last "Action:" is used, not counting one inside a call's quoted value), code fences
+    and backticks, any whitespace, single, double or typographic quotes, backslash
+    escapes, `name=` keywords, `[12]` or `"12"` as element ids, any letter case in the
+    action name, and trailing prose after the call.
 
     More than one action is a ParseError, not the first or the last one: an output that
     offers two or more actions, as alternatives or as a sequence. That is a second

@@ -155,8 +155,9 @@ class PretrainSpec(SpecModel):
     )
     until: PretrainUntil | None = Field(
         None,
-        description="Stop early once these held-out skill accuracies are reached (`steps` "
-        "is then the cap). null (the default): train all `steps`.",
+        description="Stop early once these skill accuracies are reached on synthetic check "
+        "examples (not the reported held-out set; `steps` is then the cap). null (the "
+        "default): train all `steps`.",
     )
 
     @model_serializer(mode="wrap")
