@@ -27,7 +27,12 @@ ID_ATTR = "data-rmsweb-id"
 MAX_NAME = 100  # characters of one name or value; longer ones end in "…"
 MAX_ELEMENTS = 400  # lines of one observation; a huge page is cut, with a note
 MAX_DEPTH = 8
-IMAGE_WAIT_MS = 1000  # how long an observation waits for images that are still loading
+# How long an observation waits for images that are still loading. Icons without text
+# (MiniWoB social-media's Like and "more") are only on the page once their image has a
+# size; at 1 s, a busy machine's first fetch of them could miss it, and the page then
+# showed no icons at all (the expert stopped on step 1). Only a still-loading image
+# waits, so a page whose images are in costs nothing.
+IMAGE_WAIT_MS = 5000
 # Input types worth telling the model about (they change what `fill` accepts).
 SHOWN_INPUT_TYPES = {"password", "date", "time", "number", "email", "datetime-local", "month"}
 
