@@ -17,7 +17,8 @@ of model and pretraining reads from one results file a command wrote:
   not hinge on which side of the 50% line a task falls) (metrics/sweep/<name>.capacity.json);
 - reach on val failure states of the low point's SFT at G = 8 and the temperatures
   measured, where `benchmarks/val_reach.py` wrote a file for it
-  (benchmarks/results/val_reach_<point>-t<T>.json).
+  (benchmarks/results/val_reach_<point>-t<T>.json), and at temperature 1.0 on the
+  first failures alone (an episode's first wrong step: the kind of state mining keeps).
 
     python benchmarks/model_grid.py --out benchmarks/results/model_grid.json
 
@@ -45,6 +46,7 @@ SWEEPS = (
     "capacity-h128-skills-p1",
     "capacity-h128-skills-until-p1",
     "capacity-h128-skills-until-p2",
+    "capacity-h128-l4-skills-until-p1",
     "capacity-click",
 )
 TEMPERATURES = ("0.5", "1.0")
@@ -141,6 +143,8 @@ def grid_row(
             pooled = reach["pooled"]
             row[f"reach_val_t{t}"] = pooled.get("reach_val")
             row[f"reach_val_t{t}_states"] = pooled.get("reach_val_states")
+            row[f"reach_val_first_t{t}"] = pooled.get("reach_val_first")
+            row[f"reach_val_first_t{t}_states"] = pooled.get("reach_val_first_states")
     return row
 
 
@@ -150,20 +154,21 @@ def _pct(x: Any) -> str:
 
 def render(rows: list[dict[str, Any]]) -> str:
     head = (
-        f"{'sweep':<31}{'width':>6}{'layers':>7}{'pretrain':>9}{'skills':>7}{'exact':>7}{'copy':>6}"
+        f"{'sweep':<33}{'width':>6}{'layers':>7}{'pretrain':>9}{'skills':>7}{'exact':>7}{'copy':>6}"
         f"{'SFT low':>9}{'SFT 4x':>8}{'data-lim':>9}{'closed':>8}{'reach T0.5':>11}{'reach T1':>9}"
+        f"{'first T1':>9}"
     )
     lines = [head]
     for r in rows:
         if "point" not in r:
-            lines.append(f"{r['sweep']:<31}missing: {', '.join(r['missing'])}")
+            lines.append(f"{r['sweep']:<33}missing: {', '.join(r['missing'])}")
             continue
         exact, copy = r.get("pretrain_exact"), r.get("pretrain_copy")
         skills = r.get("pretrain_skills")
         if r["missing"]:
-            lines.append(f"{'':<31}missing: {', '.join(r['missing'])}")
+            lines.append(f"{'':<33}missing: {', '.join(r['missing'])}")
         lines.append(
-            f"{r['sweep']:<31}{r['hidden_size']!s:>6}{r['num_layers']!s:>7}"
+            f"{r['sweep']:<33}{r['hidden_size']!s:>6}{r['num_layers']!s:>7}"
             f"{r['pretrain_steps']:>9}{'—' if not skills else len(skills):>7}"
             f"{'—' if exact is None else f'{exact:.2f}':>7}"
             f"{'—' if copy is None else f'{copy:.2f}':>6}"
@@ -171,6 +176,7 @@ def render(rows: list[dict[str, Any]]) -> str:
             f"{_pct(r['data_limited_share']):>9}{_pct(r['closed_share']):>8}"
             f"{_pct(r.get('reach_val_t0.5')):>11}"
             f"{_pct(r.get('reach_val_t1.0')):>9}"
+            f"{_pct(r.get('reach_val_first_t1.0')):>9}"
         )
     return "\n".join(lines)
 

@@ -56,6 +56,10 @@ def test_rows_read_the_sweep_the_shared_pretraining_and_reach(tmp_path: Path) ->
         tmp_path / "benchmarks/results/val_reach_wide-b50-t0.5.json",
         {"pooled": {"reach_val": 0.03, "reach_val_states": 968}},
     )
+    _write(
+        tmp_path / "benchmarks/results/val_reach_wide-b50-t1.0.json",
+        {"pooled": {"reach_val": 0.05, "reach_val_first": 0.138, "reach_val_first_states": 232}},
+    )
     dvc_yaml = {
         "stages": {
             "pretrain_other": {
@@ -82,10 +86,11 @@ def test_rows_read_the_sweep_the_shared_pretraining_and_reach(tmp_path: Path) ->
     assert (row["sft_low"], row["sft_high"], row["data_limited_share"]) == (0.3, 0.55, 0.75)
     assert row["closed_share"] == 0.6
     assert (row["reach_val_t0.5"], row["reach_val_t0.5_states"]) == (0.03, 968)
-    assert "reach_val_t1.0" not in row
+    assert row["reach_val_first_t0.5"] is None  # that file has no first-failure split
+    assert (row["reach_val_first_t1.0"], row["reach_val_first_t1.0_states"]) == (0.138, 232)
     shown = grid.render([row]).splitlines()[1].split()
     assert shown[:7] == ["wide", "128", "2", "9", "2", "0.33", "0.54"]  # 2 skills, copy 0.54
-    assert "3.0%" in shown
+    assert shown[-3:] == ["3.0%", "5.0%", "13.8%"]  # reach at 0.5, at 1.0, first failures at 1.0
 
 
 def test_a_sweep_without_its_files_says_what_is_missing(tmp_path: Path) -> None:
