@@ -74,7 +74,7 @@ def test_stage_writes_a_model_sft_can_load_and_its_metrics(tmp_path: Path) -> No
     assert curve[0] == "step,loss,learning_rate" and len(curve) > 1
 
 
-def test_an_unreached_bar_trains_to_the_cap_and_logs_its_checks(tmp_path: Path) -> None:
+def test_an_unreached_bar_trains_to_the_cap_and_logs_its_checks(tmp_path: Path, capsys) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -86,9 +86,15 @@ def test_an_unreached_bar_trains_to_the_cap_and_logs_its_checks(tmp_path: Path) 
     assert [c["step"] for c in m["until_checks"]] == [3, 6]
     assert all(set(c) == {"step", "copy"} for c in m["until_checks"])
     assert m["until"] == {"copy": 1.0}
+    printed = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("pretrain check")]
+    assert [ln.split(":")[0] for ln in printed] == [
+        "pretrain check at step 3",
+        "pretrain check at step 6",
+    ]
+    assert all("(bar 1)" in ln and ln.endswith("not yet") for ln in printed)
 
 
-def test_a_reached_bar_stops_at_that_check(tmp_path: Path, monkeypatch) -> None:
+def test_a_reached_bar_stops_at_that_check(tmp_path: Path, monkeypatch, capsys) -> None:
     import torch
 
     from rmsweb.train.pretrain import run
@@ -111,6 +117,7 @@ def test_a_reached_bar_stops_at_that_check(tmp_path: Path, monkeypatch) -> None:
     out, m = _run(tmp_path, pretrain)
     assert m["until_stopped_early"] is True and m["steps_trained"] == 4
     assert [c["step"] for c in m["until_checks"]] == [2, 4]
+    assert capsys.readouterr().out.count("copy 0.60 (bar 0.5); reached: stopping") == 1
     assert (out / "model").is_dir()
     # The checks run on their own examples, never the reported held-out ones.
     held_out = generate(2 * 6, 0 + run.HELD_OUT_OFFSET, run.SKILLS)

@@ -176,6 +176,10 @@ def stop_at_accuracy(tokenizer: Any, s: PretrainSettings, prompt: PromptConfig) 
             if all(shares.get(skill, 0.0) >= bar for skill, bar in s.until):
                 self.reached = True
                 control.should_training_stop = True
+            # A line per check: a long pretraining otherwise shows its steps, not its skills.
+            read = ", ".join(f"{k} {shares.get(k, 0.0):.2f} (bar {b:g})" for k, b in s.until)
+            verdict = "reached: stopping" if self.reached else "not yet"
+            print(f"pretrain check at step {state.global_step}: {read}; {verdict}", flush=True)
             return control
 
     return StopAtAccuracy()
