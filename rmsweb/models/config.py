@@ -18,6 +18,7 @@ class TinySize:
     vision_depth: int = 2
     vision_hidden_size: int = 32
     patch_size: int = 16
+    copy_head: bool = False  # qwen3 only: see copy_head.py
 
     @classmethod
     def of(cls, model: Any) -> TinySize:

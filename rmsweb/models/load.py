@@ -71,6 +71,9 @@ def load_model(
     """Load model + tokenizer (+ image processor for Qwen3-VL), optionally with a LoRA adapter."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from .copy_head import register
+
+    register()  # tiny models with a copy head (model_type qwen3_copy) load like any other
     local = Path(name_or_path)
     looks_local = local.exists() or str(name_or_path).startswith((".", "/", "runs/"))
     if looks_local:

@@ -19,6 +19,11 @@ def build_text_model(tokenizer: Any, size: TinySize, seed: int) -> Any:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     torch.manual_seed(seed)
+    if size.copy_head:
+        from .copy_head import copy_classes
+
+        config_cls, model_cls = copy_classes()
+        return model_cls(config_cls(**text_config(tokenizer, size)))
     config = Qwen3Config(**text_config(tokenizer, size))
     return Qwen3ForCausalLM(config)
 
@@ -40,6 +45,8 @@ def save_tiny_model(
         model.save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)
     elif arch == "qwen3_vl":
+        if size.copy_head:
+            raise ValueError("the copy head is built for arch qwen3 only")
         from .processor import make_processor  # imports transformers: only when needed
 
         model = build_vl_model(tokenizer, size, seed)

@@ -213,6 +213,12 @@ class TinyModel(_ModelBase):
     vision_depth: int = Field(2, ge=1, description="Vision tower blocks (qwen3_vl only).")
     vision_hidden_size: int = Field(32, ge=8, description="Vision tower width (qwen3_vl only).")
     patch_size: int = Field(16, ge=2, description="Vision patch size in px (qwen3_vl only).")
+    copy_head: bool = Field(
+        False,
+        description="Add a copy (pointer) head: the model may emit a token by pointing at an "
+        "earlier position of its context, mixed with the vocabulary by a learned gate "
+        "(qwen3 only; rmsweb/models/copy_head.py says why).",
+    )
     pretrain: PretrainSpec | None = Field(
         None,
         description="Pretrain on synthetic web tasks before SFT (null: no pretraining, SFT "
@@ -220,8 +226,11 @@ class TinyModel(_ModelBase):
     )
 
     @model_serializer(mode="wrap")
-    def _omit_unset_pretrain(self, handler: Any, info: SerializationInfo) -> Any:
-        return omit_null(handler(self), "pretrain")  # specs without it dump as before
+    def _omit_unset_fields(self, handler: Any, info: SerializationInfo) -> Any:
+        data = omit_null(handler(self), "pretrain")  # specs without it dump as before
+        if isinstance(data, dict) and data.get("copy_head") is False:
+            data.pop("copy_head")  # likewise
+        return data
 
     @model_validator(mode="after")
     def _shapes(self) -> TinyModel:
@@ -244,6 +253,12 @@ class TinyModel(_ModelBase):
                 f"pretrain is set but arch is {self.arch}; the synthetic pages are text "
                 "only and pretraining is built for qwen3. Fix: set arch: qwen3 or "
                 "pretrain: null.",
+            )
+        if self.copy_head and self.arch != "qwen3":
+            raise SpecFieldError(
+                "copy_head",
+                f"copy_head is true but arch is {self.arch}; the copy head is built for the "
+                "text model. Fix: set arch: qwen3 or copy_head: false.",
             )
         if self.prompt.screenshot and self.arch != "qwen3_vl":
             raise SpecFieldError(
