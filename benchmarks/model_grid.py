@@ -5,7 +5,8 @@ model's size, its pretraining budget and the suite: SFT on val at a budget and a
 the budget, from one model. This gathers what those committed files say, so the choice
 of model and pretraining reads from one results file a command wrote:
 
-- the model and pretraining settings of the sweep's low point (params.yaml); with
+- the model (width, layers, whether it has a copy head) and pretraining settings of the
+  sweep's low point (params.yaml); with
   `model.pretrain.until` the steps shown are the steps it trained (metrics file), not the cap;
 - the pretraining stage's held-out exact next action (the mean over the skills it
   trained, and the copy skill's, which every point trains) and its speed (the metrics file
@@ -47,6 +48,7 @@ SWEEPS = (
     "capacity-h128-skills-until-p1",
     "capacity-h128-skills-until-p2",
     "capacity-h128-l4-skills-until-p1",
+    "capacity-h128-copy-skills-until-p1",
     "capacity-click",
 )
 TEMPERATURES = ("0.5", "1.0")
@@ -107,6 +109,7 @@ def grid_row(
         "tasks": sorted(tasks),
         "hidden_size": model.get("hidden_size"),
         "num_layers": model.get("num_layers"),
+        "copy_head": bool(model.get("copy_head", False)),
         "pretrain_steps": pretrain.get("steps", 0),
         "pretrain_skills": pretrain.get("skills"),
         "budget_low": low["budget"],
@@ -154,21 +157,22 @@ def _pct(x: Any) -> str:
 
 def render(rows: list[dict[str, Any]]) -> str:
     head = (
-        f"{'sweep':<33}{'width':>6}{'layers':>7}{'pretrain':>9}{'skills':>7}{'exact':>7}{'copy':>6}"
+        f"{'sweep':<35}{'width':>6}{'layers':>7}{'copy head':>10}{'pretrain':>9}{'skills':>7}{'exact':>7}{'copy':>6}"
         f"{'SFT low':>9}{'SFT 4x':>8}{'data-lim':>9}{'closed':>8}{'reach T0.5':>11}{'reach T1':>9}"
         f"{'first T1':>9}"
     )
     lines = [head]
     for r in rows:
         if "point" not in r:
-            lines.append(f"{r['sweep']:<33}missing: {', '.join(r['missing'])}")
+            lines.append(f"{r['sweep']:<35}missing: {', '.join(r['missing'])}")
             continue
         exact, copy = r.get("pretrain_exact"), r.get("pretrain_copy")
         skills = r.get("pretrain_skills")
         if r["missing"]:
-            lines.append(f"{'':<33}missing: {', '.join(r['missing'])}")
+            lines.append(f"{'':<35}missing: {', '.join(r['missing'])}")
         lines.append(
-            f"{r['sweep']:<33}{r['hidden_size']!s:>6}{r['num_layers']!s:>7}"
+            f"{r['sweep']:<35}{r['hidden_size']!s:>6}{r['num_layers']!s:>7}"
+            f"{'yes' if r.get('copy_head') else 'no':>10}"
             f"{r['pretrain_steps']:>9}{'—' if not skills else len(skills):>7}"
             f"{'—' if exact is None else f'{exact:.2f}':>7}"
             f"{'—' if copy is None else f'{copy:.2f}':>6}"

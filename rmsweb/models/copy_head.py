@@ -104,7 +104,10 @@ def _build_classes() -> tuple[Any, Any]:
             hidden = outputs.last_hidden_state
             keys, ids = self._memory(outputs.cache, hidden, input_ids)
             queries = hidden if logits_to_keep == 0 else hidden[:, -logits_to_keep:]
-            log_probs = self._mixture(queries, keys, ids, attention_mask)
+            total, n_query = keys.shape[1], queries.shape[1]
+            query_pos = torch.arange(total - n_query, total, device=keys.device)
+            query_pos = query_pos[None].expand(queries.shape[0], -1)
+            log_probs = self._mixture(queries, query_pos, keys, ids, attention_mask)
             loss = None
             if labels is not None:
                 loss = self.loss_function(
@@ -138,9 +141,31 @@ def _build_classes() -> tuple[Any, Any]:
             setattr(cache, _MEMORY, (keys, ids))
             return keys, ids
 
-        def _mixture(self, queries: Any, keys: Any, ids: Any, attention_mask: Any) -> Any:
-            """log p over the vocabulary for each query (the last positions of the sequence)."""
-            batch, n_query, _ = queries.shape
+        def completion_log_probs(
+            self, hidden: Any, input_ids: Any, attention_mask: Any, keep: Any
+        ) -> Any:
+            """log p at the positions whose next token is labelled (`keep`, batch x (T - 1)),
+            as `hidden[:, :-1][keep]` orders them: the SFT loss's completion-only path
+            (train/sft/completion_loss.py), which skips the other positions' heads."""
+            batch, length = keep.shape
+            counts = keep.sum(dim=1)
+            width = max(int(counts.max()), 1)
+            # Each row's kept positions first, in order; the rest padded and dropped below.
+            positions = torch.arange(length, device=keep.device).expand(batch, -1)
+            order = torch.where(keep, positions, positions + length).sort(dim=1).values
+            query_pos = order[:, :width].clamp(max=length - 1)
+            queries = hidden.gather(1, query_pos[..., None].expand(-1, -1, hidden.shape[-1]))
+            keys = self.copy_key(hidden)
+            log_probs = self._mixture(queries, query_pos, keys, input_ids, attention_mask)
+            valid = torch.arange(width, device=keep.device)[None, :] < counts[:, None]
+            return log_probs[valid]
+
+        def _mixture(
+            self, queries: Any, query_pos: Any, keys: Any, ids: Any, attention_mask: Any
+        ) -> Any:
+            """log p over the vocabulary for each query (its absolute position in query_pos,
+            batch x queries) from the keys and ids of the whole sequence so far."""
+            n_query = queries.shape[1]
             total = keys.shape[1]
             vocab_log = torch.log_softmax(self.lm_head(queries).float(), dim=-1)
             # Source j emits ids[j + 1]: the last position has no successor yet.
@@ -148,10 +173,8 @@ def _build_classes() -> tuple[Any, Any]:
             successors = ids[:, 1:]
             scores = self.copy_query(queries).float() @ src_keys.transpose(1, 2)
             scores = scores / queries.shape[-1] ** 0.5
-            query_pos = torch.arange(total - n_query, total, device=keys.device)
             src_pos = torch.arange(total - 1, device=keys.device)
-            allowed = src_pos[None, :] < query_pos[:, None]  # successor j + 1 <= t is known
-            allowed = allowed[None].expand(batch, -1, -1)
+            allowed = src_pos[None, None, :] < query_pos[:, :, None]  # successor j + 1 <= t
             if attention_mask is not None and attention_mask.dim() == 2:
                 real = attention_mask[:, -total:].bool()
                 allowed = allowed & (real[:, :-1] & real[:, 1:])[:, None, :]

@@ -199,6 +199,12 @@ class ExperimentSpec(SpecModel):
                 "(a full fine-tune's weights would have to be copied into vLLM every step). "
                 "Fix: set model.lora.enabled: true, or use rl.sampler {kind: hf}.",
             )
+        if self.rl.sampler.kind == "vllm" and getattr(self.model, "copy_head", False):
+            raise SpecFieldError(
+                "rl.sampler.kind",
+                "rl.sampler vllm does not know model.copy_head's model class. "
+                "Fix: use rl.sampler {kind: hf}, or set model.copy_head: false.",
+            )
         return self
 
     def served_endpoints(self) -> list[tuple[str, Any]]:

@@ -260,6 +260,12 @@ class TinyModel(_ModelBase):
                 f"copy_head is true but arch is {self.arch}; the copy head is built for the "
                 "text model. Fix: set arch: qwen3 or copy_head: false.",
             )
+        if self.copy_head and self.backend.kind != "hf":
+            raise SpecFieldError(
+                "copy_head",
+                "copy_head is true but backend is vllm, which does not know the copy head's "
+                "model class. Fix: set backend: {kind: hf} or copy_head: false.",
+            )
         if self.prompt.screenshot and self.arch != "qwen3_vl":
             raise SpecFieldError(
                 "prompt.screenshot",

@@ -75,6 +75,7 @@ def test_rows_read_the_sweep_the_shared_pretraining_and_reach(tmp_path: Path) ->
             "model": {
                 "hidden_size": 128,
                 "num_layers": 2,
+                "copy_head": True,
                 "pretrain": {"steps": 9, "skills": ["copy", "form"]},
             }
         }
@@ -82,6 +83,7 @@ def test_rows_read_the_sweep_the_shared_pretraining_and_reach(tmp_path: Path) ->
     row = grid.grid_row(tmp_path, params, files, "wide")
     assert row["missing"] == []
     assert (row["hidden_size"], row["pretrain_steps"], row["pretrain_exact"]) == (128, 9, 0.33)
+    assert row["copy_head"] is True
     assert (row["pretrain_skills"], row["pretrain_copy"]) == (["copy", "form"], 0.54)
     assert (row["sft_low"], row["sft_high"], row["data_limited_share"]) == (0.3, 0.55, 0.75)
     assert row["closed_share"] == 0.6
@@ -89,7 +91,8 @@ def test_rows_read_the_sweep_the_shared_pretraining_and_reach(tmp_path: Path) ->
     assert row["reach_val_first_t0.5"] is None  # that file has no first-failure split
     assert (row["reach_val_first_t1.0"], row["reach_val_first_t1.0_states"]) == (0.138, 232)
     shown = grid.render([row]).splitlines()[1].split()
-    assert shown[:7] == ["wide", "128", "2", "9", "2", "0.33", "0.54"]  # 2 skills, copy 0.54
+    # a copy head, 2 skills, copy 0.54
+    assert shown[:8] == ["wide", "128", "2", "yes", "9", "2", "0.33", "0.54"]
     assert shown[-3:] == ["3.0%", "5.0%", "13.8%"]  # reach at 0.5, at 1.0, first failures at 1.0
 
 
@@ -102,6 +105,7 @@ def test_a_sweep_without_its_files_says_what_is_missing(tmp_path: Path) -> None:
     params = {"ran-b50": {"model": {"hidden_size": 64, "pretrain": {"steps": 5}}}}
     row = grid.grid_row(tmp_path, params, {}, "ran")
     assert row["missing"] == ["metrics/pretrain/ran-b50.json"] and "pretrain_exact" not in row
+    assert row["copy_head"] is False  # a spec without the field has none
 
 
 def test_a_stopping_bar_shows_the_steps_trained_not_the_cap(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""The completion-positions loss is the model's own causal-LM loss, value and gradient,
-and only bare causal LMs take it."""
+"""The completion-positions loss is the model's own causal-LM loss, value and gradient
+(with and without the copy head), and only bare causal LMs take it."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from rmsweb.models.copy_head import copy_classes
 from rmsweb.train.sft.completion_loss import completion_loss, supports_completion_loss
 
 
-def _tiny() -> Qwen3ForCausalLM:
+def _tiny(copy_head: bool = False) -> Qwen3ForCausalLM:
     torch.manual_seed(0)
-    config = Qwen3Config(
+    config_cls, model_cls = copy_classes() if copy_head else (Qwen3Config, Qwen3ForCausalLM)
+    config = config_cls(
         vocab_size=97,
         hidden_size=32,
         intermediate_size=64,
@@ -23,7 +25,7 @@ def _tiny() -> Qwen3ForCausalLM:
         max_position_embeddings=128,
         tie_word_embeddings=True,
     )
-    return Qwen3ForCausalLM(config)
+    return model_cls(config)
 
 
 def _batch() -> dict[str, torch.Tensor]:
@@ -43,9 +45,10 @@ def _grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.parametrize("copy_head", [False, True], ids=["plain", "copy-head"])
 @pytest.mark.parametrize("num_items", [None, 7])
-def test_same_loss_and_gradients_as_the_models_own(num_items: int | None) -> None:
-    model, batch = _tiny(), _batch()
+def test_same_loss_and_gradients_as_the_models_own(num_items: int | None, copy_head: bool) -> None:
+    model, batch = _tiny(copy_head), _batch()
     kwargs = {} if num_items is None else {"num_items_in_batch": torch.tensor(num_items)}
     reference = model(**batch, **kwargs).loss
     reference.backward()
@@ -56,6 +59,8 @@ def test_same_loss_and_gradients_as_the_models_own(num_items: int | None) -> Non
     assert torch.allclose(loss, reference, atol=1e-6), (loss, reference)
     got = _grads(model)
     assert expected.keys() == got.keys()
+    if copy_head:  # the copy head itself is trained, not only the decoder and vocabulary head
+        assert {"copy_query.weight", "copy_key.weight", "copy_gate.weight"} <= got.keys()
     for name, grad in expected.items():
         assert torch.allclose(got[name], grad, atol=1e-6, rtol=1e-4), name
 

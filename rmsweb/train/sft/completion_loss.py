@@ -58,7 +58,12 @@ def completion_loss(model: Any, inputs: dict[str, Any], num_items_in_batch: Any 
     # Position t predicts token t + 1 (the shift the model's own loss makes).
     targets = labels[:, 1:]
     keep = targets != IGNORE
-    logits = model.get_output_embeddings()(hidden[:, :-1][keep]).float()
+    own_head = getattr(model, "completion_log_probs", None)
+    if own_head is not None:  # a head that is more than the output projection (copy_head.py)
+        attention_mask = features.get("attention_mask")
+        logits = own_head(hidden, features["input_ids"], attention_mask, keep)
+    else:
+        logits = model.get_output_embeddings()(hidden[:, :-1][keep]).float()
     total = F.cross_entropy(logits, targets[keep], reduction="sum")
     if num_items_in_batch is None:
         return total / keep.sum().clamp(min=1)
