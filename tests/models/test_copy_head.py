@@ -23,19 +23,14 @@ def _model(seed: int = 0, copy: bool = True) -> Any:
 
     torch.manual_seed(seed)
     config_cls, model_cls = copy_classes() if copy else (Qwen3Config, Qwen3ForCausalLM)
+    # The shape of TinySize at width 32 (text_config needs a tokenizer; this needs none).
+    size = TinySize(hidden_size=32, intermediate_size=64, head_dim=8)
+    shape = {"hidden_size": size.hidden_size, "intermediate_size": size.intermediate_size}
+    shape |= {"num_hidden_layers": size.num_layers, "head_dim": size.head_dim}
+    shape |= {"num_attention_heads": size.num_heads, "num_key_value_heads": size.num_kv_heads}
+    ids = {"pad_token_id": PAD, "eos_token_id": 1, "bos_token_id": None}
     config = config_cls(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=128,
-        tie_word_embeddings=True,
-        pad_token_id=PAD,
-        eos_token_id=1,
-        bos_token_id=None,
+        vocab_size=VOCAB, max_position_embeddings=128, tie_word_embeddings=True, **shape, **ids
     )
     return model_cls(config)
 
