@@ -45,22 +45,6 @@ def value_span(completion: str, value: str) -> tuple[int, int]:
     return start, start + len(value)
 
 
-def _gate(model: Any, hidden: Any, ids: Any, scores: Any) -> Any:
-    """The generation share g_t at every position (copy_head.py's gate, one sequence)."""
-    import torch
-
-    width = hidden.shape[-1]
-    if model.copy_gate.in_features == width:  # a gate on h_t alone
-        return torch.sigmoid(model.copy_gate(hidden))[0, :, 0]
-    length = ids.shape[1]
-    allowed = torch.arange(length - 1)[None, :] < torch.arange(length)[:, None]
-    pointer = torch.softmax((scores / width**0.5).masked_fill(~allowed, -1e9), -1) * allowed
-    context = pointer @ model.get_input_embeddings()(ids[0, 1:])
-    gate = torch.sigmoid(model.copy_gate(torch.cat([hidden[0], context], dim=-1)))[:, 0]
-    gate[0] = 1.0  # nothing to copy at the first position
-    return gate
-
-
 def token_rows(model: Any, tokenizer: Any, prompt: str, completion: str, value: str) -> list:
     """One row per token of the value and one for the token that closes it (module doc)."""
     import torch
@@ -72,11 +56,7 @@ def token_rows(model: Any, tokenizer: Any, prompt: str, completion: str, value: 
     lo, hi = value_span(completion, value)
     lo, hi = lo + len(prompt), hi + len(prompt)
     with torch.no_grad():
-        hidden = model.model(input_ids=ids).last_hidden_state
-        log_probs = model(input_ids=ids).logits[0]
-        keys = model.copy_key(hidden)[0, :-1]
-        scores = model.copy_query(hidden)[0] @ keys.T
-        gate = _gate(model, hidden, ids, scores)
+        log_probs, scores, gate = (part[0] for part in model.pointer_view(ids))
     rows, seq = [], ids[0].tolist()
     for k, (start, end) in enumerate(offsets):
         closes = start == hi
@@ -92,7 +72,7 @@ def token_rows(model: Any, tokenizer: Any, prompt: str, completion: str, value: 
                 "close": closes,
                 "copyable": target in successors,
                 "pointed": top is not None and seq[top + 1] == target,
-                "gate": float(gate[t]),
+                "gate": float(gate[t, 0]),
                 "p": float(log_probs[t, target].exp()),
             }
         )
@@ -133,7 +113,7 @@ def main() -> int:
     spec = load_from_params(args.params, args.exp)
     loaded = load_model(args.model, device="cpu")
     model, tokenizer = loaded.model, loaded.tokenizer
-    if not hasattr(model, "copy_key"):
+    if not hasattr(model, "pointer_view"):
         print(f"{args.model}: no copy head (model.copy_head is off)", file=sys.stderr)
         return 2
     prompt_cfg = prompt_config(spec.model)

@@ -14,8 +14,9 @@ sigmoid(w . [h_t; c_t] + b) chooses between generating and copying. c_t = sum_j 
 E[x_{j+1}] is the embedding of what the pointer would emit, as See et al.'s gate sees
 the attention's context: a value ends in the action with `")` where the instruction
 has `"`, `".` or a space, and a gate on h_t alone cannot tell that the pointer is about
-to emit the instruction's ending (benchmarks/copy_pointer.py: with it, p(`")`) stayed
-at 0.51 and pretraining's copy skill at 0.14 after 2,750 steps). It points at a position
+to emit the instruction's ending (a gate on h_t alone, at 103a4a6: pretraining's copy
+skill 0.14 after 2,750 steps and p(`")`) 0.51 by benchmarks/copy_pointer.py on its
+step-2,500 checkpoint; that run was stopped, so no results file holds these). It points at a position
 j and emits the token that followed it (x_{j+1}): at the end of a partly typed
 value, the position to point at is the same token inside the instruction, whose
 successor is the next piece of the value, so an exact token match is enough.
@@ -165,11 +166,28 @@ def _build_classes() -> tuple[Any, Any]:
             valid = torch.arange(width, device=keep.device)[None, :] < counts[:, None]
             return log_probs[valid]
 
+        def pointer_view(self, input_ids: Any) -> tuple[Any, Any, Any]:
+            """(log p, pointer scores, gate) at every position of unpadded sequences: what
+            benchmarks/copy_pointer.py reads (scores: batch x T x (T - 1), source j emitting
+            x_{j+1}, masked where j + 1 > t; gate: batch x T x 1, the vocabulary's share)."""
+            hidden = self.model(input_ids=input_ids).last_hidden_state
+            positions = torch.arange(hidden.shape[1], device=hidden.device)
+            positions = positions[None].expand(hidden.shape[0], -1)
+            keys = self.copy_key(hidden)
+            return self._mixture(hidden, positions, keys, input_ids, None, parts=True)
+
         def _mixture(
-            self, queries: Any, query_pos: Any, keys: Any, ids: Any, attention_mask: Any
+            self,
+            queries: Any,
+            query_pos: Any,
+            keys: Any,
+            ids: Any,
+            attention_mask: Any,
+            parts: bool = False,
         ) -> Any:
             """log p over the vocabulary for each query (its absolute position in query_pos,
-            batch x queries) from the keys and ids of the whole sequence so far."""
+            batch x queries) from the keys and ids of the whole sequence so far; with
+            `parts`, also the masked pointer scores and the gate."""
             n_query = queries.shape[1]
             total = keys.shape[1]
             vocab_log = torch.log_softmax(self.lm_head(queries).float(), dim=-1)
@@ -194,9 +212,10 @@ def _build_classes() -> tuple[Any, Any]:
             gate = torch.sigmoid(self.copy_gate(gate_in.to(queries.dtype)).float())
             can_copy = allowed.any(dim=-1, keepdim=True)
             gate = torch.where(can_copy, gate, torch.ones_like(gate))
-            return torch.logaddexp(
+            log_probs = torch.logaddexp(
                 torch.log(gate.clamp_min(_TINY)) + vocab_log,
                 torch.log((1 - gate).clamp_min(_TINY)) + torch.log(copy.clamp_min(_TINY)),
             )
+            return (log_probs, scores, gate) if parts else log_probs
 
     return Qwen3CopyConfig, Qwen3CopyForCausalLM
