@@ -94,6 +94,8 @@ def stage_entry(stage: Stage) -> dict[str, Any]:
     if stage.kind == "sweep":
         # The sweep's table is made of its points' metrics files; its figure beside it.
         deps += [up.metrics for up in stage.upstream.values()]
+        # Once each: the points of a sweep may share the stage they are paired with.
+        deps = list(dict.fromkeys(deps))
         side_files += [f"{SWEEP_DIR}/{stage.stem}.png"]
     if stage.kind == "report":
         # The report reads what its upstream stages wrote beside their outputs: their

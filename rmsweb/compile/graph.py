@@ -523,6 +523,10 @@ def _compared(spec: ExperimentSpec, variants: dict[str, str]) -> list[str]:
     return names + [c for c in cells if c not in names]
 
 
+# The role prefix of a sweep stage's input that is a point's `against` baseline.
+AGAINST = "against-"
+
+
 def _metric_stages(stages: list[Stage], metric: Metric) -> list[Stage]:
     """The stages of one point whose metrics files hold the sweep's metric."""
     return [
@@ -560,7 +564,7 @@ def _plan_sweeps(specs: list[ExperimentSpec], plans: dict[str, list[Stage]]) -> 
                     "(metrics/sweep/<name>.json). Rename one."
                 )
             sweeps[name] = spec.name
-        by_sweep: dict[str, list[Stage]] = {}
+        by_sweep: dict[str, dict[str, Stage]] = {}
         for point in all_points(spec):
             if point.name in taken:
                 raise UserError(
@@ -570,21 +574,30 @@ def _plan_sweeps(specs: list[ExperimentSpec], plans: dict[str, list[Stage]]) -> 
             taken.add(point.name)
             point_names.add(point.name)
             planned = plan_experiment(point.spec)
-            metric = Metric(spec.sweep[point.sweep].metric)
-            wanted = _metric_stages(planned, metric)
-            keep = {id(s) for s in _ancestors(wanted)}
-            plans[point.name] = [s for s in planned if id(s) in keep]
-            by_sweep.setdefault(point.sweep, []).extend(
-                # role key "<point>.<role>", as report.compare's inputs
-                s
-                for s in wanted
+            sweep = spec.sweep[point.sweep]
+            wanted = _metric_stages(planned, Metric(sweep.metric))
+            # The baseline each point is paired with (`against`): its eval stages, read
+            # by the sweep stage as "<point>.against-<role>" (often one stage all share).
+            paired = (
+                _metric_stages(planned, Metric(f"eval.{sweep.against}.success"))
+                if sweep.against
+                else []
             )
+            keep = {id(s) for s in _ancestors(wanted + paired)}
+            plans[point.name] = [s for s in planned if id(s) in keep]
+            # role key "<point>.<role>", as report.compare's inputs
+            inputs = by_sweep.setdefault(point.sweep, {})
+            inputs.update({f"{s.experiment}.{s.role}": s for s in wanted})
+            inputs.update({f"{s.experiment}.{AGAINST}{s.role}": s for s in paired})
         if not spec.sweep:
             continue
         data = spec.model_dump(mode="json")
         for name in spec.sweep:
-            upstream = {f"{s.experiment}.{s.role}": s for s in by_sweep.get(name, [])}
-            stage = Stage("sweep", spec.name, (Read("name"), Read(f"sweep.{name}")), upstream, name)
+            upstream = dict(by_sweep.get(name, {}))
+            # `against` is left out of the params while unset, so adding the field did not
+            # change the sweeps run before it.
+            reads = (Read("name"), Read(f"sweep.{name}", optional=frozenset({"against"})))
+            stage = Stage("sweep", spec.name, reads, upstream, name)
             stage.params = expand_params(data, stage.reads)
             stage.identity = _identity(stage, data)
             plans[spec.name].append(stage)

@@ -61,10 +61,12 @@ def point_data(
     data = located.data
     metric = Metric(sweep.metric)
     if metric.policy is not None:
-        # Only the metric's policy on the sweep's split: never test (other policies are
-        # left as they are; compile plans none of their stages for a point).
+        # Only the metric's policy (and the one it is paired with) on the sweep's split:
+        # never test (other policies are left as they are; compile plans none of their
+        # stages for a point).
+        read = {metric.policy, sweep.against}
         data["eval"]["policies"] = [
-            {**p, "splits": [sweep.split]} if p.get("name") == metric.policy else p
+            {**p, "splits": [sweep.split]} if p.get("name") in read else p
             for p in data["eval"]["policies"]
         ]
     return data
@@ -78,6 +80,18 @@ def sweep_points(spec: ExperimentSpec, sweep_name: str) -> list[SweepPoint]:
     data = spec.model_dump(mode="json")
     points: list[SweepPoint] = []
     errors: list[SpecError] = []
+    policies = [p.name for p in spec.eval.policies]
+    if sweep.against is not None and sweep.against not in policies:
+        raise SpecErrors(
+            [
+                SpecError(
+                    Pos(spec.name, 1, 1),
+                    f"sweep.{sweep_name}.against",
+                    f"{sweep.against!r} is not an eval policy of {spec.name} (has: "
+                    f"{', '.join(policies)}). Fix: name one of them, e.g. against: sft.",
+                )
+            ]
+        )
     for cell in sweep.grid():
         labels = {axis: sweep.axis_label(axis, i) for axis, i in cell}
         name = point_name(sweep_name, labels)

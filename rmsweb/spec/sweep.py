@@ -167,6 +167,14 @@ class SweepSpec(SpecModel, AxesGrid):
         "collect.yield), read from that stage's metrics file of each point and seed.",
     )
     goal: Literal["max", "min"] = Field("max", description="Whether higher or lower is better.")
+    against: Name | None = Field(
+        None,
+        description="An eval policy of the spec (e.g. sft) that each point's metric policy "
+        "is paired with, on the sweep's split: the table adds the paired difference "
+        "(metric policy - this one) over the (task, episode seed) units both ran, with a "
+        "unit-bootstrap interval, and a seed interval with two or more seeds. For an "
+        "`eval.<policy>.success` metric only.",
+    )
     base: dict[str, Any] = Field(
         default_factory=dict,
         description="Dotted overrides every point shares (e.g. seeds: [0]), applied before "
@@ -217,6 +225,25 @@ class SweepSpec(SpecModel, AxesGrid):
                 f"metric {self.metric} reads the {want} split ("
                 + ("a held-out eval" if want == "val" else "what the stage trains or collects on")
                 + f"), not {self.split}. Fix: split: {want}.",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _against_pairs_episodes(self) -> SweepSpec:
+        if self.against is None:
+            return self
+        metric = Metric(self.metric)
+        if metric.stage != "eval" or metric.key != "success":
+            raise SpecFieldError(
+                "against",
+                f"against pairs eval episodes, but metric {self.metric} is not "
+                "`eval.<policy>.success`. Fix: remove against, or rank by eval.<policy>.success.",
+            )
+        if self.against == metric.policy:
+            raise SpecFieldError(
+                "against",
+                f"against names the metric's own policy ({self.against}): a point would be "
+                "paired with itself. Fix: name the baseline policy, e.g. against: sft.",
             )
         return self
 

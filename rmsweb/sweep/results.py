@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmsweb.report.arms import t_interval
+from rmsweb.report.arms import Episode, paired_difference, t_interval
 from rmsweb.store.stats import wilson_interval
 
 # Rates whose denominator the same metrics file holds (for the units interval).
@@ -55,6 +55,8 @@ class PointResult:
     # Per task, the mean over seeds, where the metrics file breaks the metric down
     # (an eval's `per_task` success): what the capacity measure reads (report/capacity.py).
     per_task: dict[str, float] = field(default_factory=dict)
+    # The paired difference against the sweep's `against` policy (pair_with_baseline).
+    against: dict[str, Any] | None = None
 
 
 def read_point(
@@ -101,6 +103,71 @@ def read_point(
         result.n = hits
         result.ci_low, result.ci_high = wilson_interval(successes, hits)
     result.seed_ci_low, result.seed_ci_high = t_interval(values)
+    return result
+
+
+EPISODES_SQL = """
+SELECT task_id, seed, success AND error IS NULL AS success, n_steps
+FROM read_parquet(?) WHERE stage = 'eval' AND split = ?
+"""
+
+
+def run_episodes(arm: str, role: str, run: Path, split: str) -> list[Episode]:
+    """One eval run's episodes on `split` (its `episodes/` Parquet), as the arm statistics
+    take them; the training seed is the role's `s<k>` (None for an untrained policy)."""
+    import duckdb
+
+    tail = role.rsplit("-", 1)[-1]
+    train_seed = int(tail[1:]) if tail[:1] == "s" and tail[1:].isdigit() else None
+    files = sorted(str(f) for f in (Path(run) / "episodes").glob("*.parquet"))
+    if not files:
+        return []
+    with duckdb.connect() as con:
+        rows = con.execute(EPISODES_SQL, [files, split]).fetchall()
+    return [Episode(arm, train_seed, t, int(seed), bool(ok), int(n)) for t, seed, ok, n in rows]
+
+
+def pair_with_baseline(
+    result: PointResult,
+    runs: Mapping[str, Path],
+    baseline_runs: Mapping[str, Path],
+    baseline: str,
+    split: str,
+) -> PointResult:
+    """Set `result.against`: the point's metric policy minus `baseline` on the (task,
+    episode seed) units both ran, task-weighted, training seeds paired by number, with
+    the unit bootstrap and the t-interval over seeds of rmsweb.report.arms."""
+    a = [e for role, run in sorted(runs.items()) for e in run_episodes("point", role, run, split)]
+    b = [
+        e
+        for role, run in sorted(baseline_runs.items())
+        for e in run_episodes(baseline, role, run, split)
+    ]
+    if not a or not b:
+        return result
+    d = paired_difference("point", baseline, a, b)
+    # Per task, as the pooled difference: each unit's success averaged over seeds.
+    units_a: dict[tuple[str, int], list[bool]] = {}
+    units_b: dict[tuple[str, int], list[bool]] = {}
+    for episodes, units in ((a, units_a), (b, units_b)):
+        for e in episodes:
+            units.setdefault((e.task_id, e.seed), []).append(e.success)
+    by_task: dict[str, list[float]] = {}
+    for unit in sorted(set(units_a) & set(units_b)):
+        ua, ub = units_a[unit], units_b[unit]
+        by_task.setdefault(unit[0], []).append(sum(ua) / len(ua) - sum(ub) / len(ub))
+    result.against = {
+        "policy": baseline,
+        "diff": d.diff,
+        "ci_low": d.low,
+        "ci_high": d.high,
+        "seed_ci_low": d.seed_low,
+        "seed_ci_high": d.seed_high,
+        "units": d.units,
+        "per_seed": {str(seed): diff for seed, diff in d.per_seed},
+        "per_task": {t: sum(v) / len(v) for t, v in sorted(by_task.items())},
+        "verdict": d.verdict.replace("point", "this point"),
+    }
     return result
 
 
@@ -151,6 +218,7 @@ def summarize(
         "goal": goal,
         "axes": definition["axes"],
         "base": definition.get("base", {}),
+        "against": definition.get("against"),
         "points": [asdict(r) for r in results],
         "best": best.point if best else None,
         "best_value": best.value if best else None,
@@ -161,18 +229,25 @@ def summarize(
 def csv_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
     axes = list(summary["axes"])
     header = ["point", *axes, "value", "ci_low", "ci_high", "seed_ci_low", "seed_ci_high", "n"]
-    rows = [
-        [
+    paired = ("diff", "ci_low", "ci_high", "seed_ci_low", "seed_ci_high", "units")
+    if summary.get("against"):
+        header += [f"minus_{summary['against']}_{k}" for k in paired]
+
+    def cell(value: Any) -> Any:
+        return "" if value is None else round(value, 6)
+
+    rows = []
+    for p in summary["points"]:
+        row = [
             p["point"],
             *(p["axes"].get(a, "") for a in axes),
-            *(
-                "" if p[k] is None else round(p[k], 6)
-                for k in ("value", "ci_low", "ci_high", "seed_ci_low", "seed_ci_high")
-            ),
+            *(cell(p[k]) for k in ("value", "ci_low", "ci_high", "seed_ci_low", "seed_ci_high")),
             "" if p["n"] is None else p["n"],
         ]
-        for p in summary["points"]
-    ]
+        if summary.get("against"):
+            against = p.get("against") or {}
+            row += [cell(against.get(k)) for k in paired]
+        rows.append(row)
     return header, rows
 
 
@@ -192,6 +267,10 @@ def table(summary: Mapping[str, Any]) -> str:
         "| point | " + " | ".join(axes) + " | value | units 95% CI | seeds 95% CI | n | seeds |",
         "|---" * (len(axes) + 6) + "|",
     ]
+    baseline = summary.get("against")
+    if baseline:
+        lines[2] += f" − {baseline} (paired) | units 95% CI | seeds 95% CI |"
+        lines[3] += "---|" * 3
     for p in summary["points"]:
         mark = " **best**" if p["point"] == summary["best"] else ""
         units = f"[{_fmt(p['ci_low'])}, {_fmt(p['ci_high'])}]" if p["ci_low"] is not None else "-"
@@ -205,7 +284,7 @@ def table(summary: Mapping[str, Any]) -> str:
             f"| {p['point']}{mark} | "
             + " | ".join(p["axes"].get(a, "") for a in axes)
             + f" | {_fmt(p['value'])} | {units} | {seeds} | {p['n'] or '-'} | "
-            f"{len(p['seeds'])}{missing} |"
+            f"{len(p['seeds'])}{missing} |" + (_paired_cells(p.get("against")) if baseline else "")
         )
     if summary["best"]:
         ties = summary["ties_best"]
@@ -215,6 +294,20 @@ def table(summary: Mapping[str, Any]) -> str:
             + (f"; its interval overlaps {', '.join(ties)}." if ties else "."),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _paired_cells(against: Mapping[str, Any] | None) -> str:
+    if not against:
+        return " - | - | - |"
+    seeds = (
+        f"[{_fmt(against['seed_ci_low'])}, {_fmt(against['seed_ci_high'])}]"
+        if against["seed_ci_low"] is not None
+        else "-"
+    )
+    return (
+        f" {against['diff']:+.4f} | [{against['ci_low']:+.4f}, {against['ci_high']:+.4f}] "
+        f"| {seeds} |"
+    )
 
 
 def figure(summary: Mapping[str, Any]) -> bytes:

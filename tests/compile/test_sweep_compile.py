@@ -108,3 +108,26 @@ def test_separate_jobs_write_a_task_per_point_named_by_its_run_key(project: Path
     assert other.split("-")[-1] != task["name"].split("-")[-1]
     whole = yaml.safe_load(files["sky/sweep-my-lr.yaml"])["run"]
     assert "stage sweep-my-lr_my-exp" in whole and "stage rl-s0_my-lr-lr1e-05" in whole
+
+
+def test_against_pairs_each_point_with_the_shared_baseline_eval(project: Path) -> None:
+    write_generated(project, compile_project(project))
+    before = _stages(project)
+    paired = SWEEP.replace("metric: eval.rl.success", "metric: eval.rl.success\n    against: sft")
+    _add(project, paired)
+    write_generated(project, compile_project(project))
+    after = _stages(project)
+    for name, entry in before.items():  # the field left out while unset: nothing else moves
+        assert after[name]["params"] == entry["params"], name
+    sweep = after["sweep-my-lr_my-exp"]
+    # Both points pair with the one SFT eval on val they share, read once.
+    baseline = [d for d in sweep["deps"] if d.startswith("runs/eval/") and "/sft/" in d]
+    assert len(baseline) == 1, sweep["deps"]
+    for point in ("my-lr-lr1e-05", "my-lr-lr2e-05"):
+        assert f"--in {point}.against-eval-sft-s0={baseline[0]}" in sweep["cmd"]
+    assert "miniwob-cpu.sweep.my-lr.against" not in sweep["params"]
+    assert "my-exp.sweep.my-lr.against" in sweep["params"]
+    # The baseline is evaluated on the sweep's split only, as the metric's policy is.
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    policies = {p["name"]: p for p in params["my-lr-lr1e-05"]["eval"]["policies"]}
+    assert policies["sft"]["splits"] == ["val"] and policies["rl"]["splits"] == ["val"]

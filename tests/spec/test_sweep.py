@@ -156,6 +156,40 @@ def test_points_are_the_grid_with_overrides_applied(tmp_path: Path, repo_root: P
             5,
             "Fix: split: val",
         ),
+        (  # a baseline the spec does not evaluate
+            """\
+            sweep:
+              s:
+                metric: eval.rl.success
+                against: nope
+                axes: {a: {rl.steps: [1]}}
+            """,
+            6,
+            "'nope' is not an eval policy of my-exp",
+        ),
+        (  # a baseline paired with itself
+            """\
+            sweep:
+              s:
+                metric: eval.rl.success
+                against: rl
+                axes: {a: {rl.steps: [1]}}
+            """,
+            6,
+            "paired with itself",
+        ),
+        (  # a baseline for a metric that is not an eval success
+            """\
+            sweep:
+              s:
+                split: train
+                metric: rl.kl_to_sft_final
+                against: sft
+                axes: {a: {rl.steps: [1]}}
+            """,
+            7,
+            "is not `eval.<policy>.success`",
+        ),
         (  # moving the splits a point reads
             """\
             sweep:
