@@ -132,7 +132,13 @@ def sweep_points(spec: ExperimentSpec, sweep_name: str) -> list[SweepPoint]:
                 at = f" (point {name}: {owner.rsplit('.', 1)[-1]}={value!r})" if value else ""
                 errors.append(SpecError(e.pos, owner, f"{e.key}: {e.message}{at}"))
             continue
-        shown = {axis: shown_value(sweep.axis_values(axis, i)) for axis, i in cell}
+        # A section's worth of settings (a mapping or list) reads as its label in a table.
+        shown = {
+            axis: labels[axis]
+            if any(isinstance(v, (dict, list)) for v in sweep.axis_values(axis, i).values())
+            else shown_value(sweep.axis_values(axis, i))
+            for axis, i in cell
+        }
         points.append(
             SweepPoint(
                 sweep_name, name, name[len(sweep_name) + 1 :], labels, overrides, point, shown

@@ -64,6 +64,27 @@ def test_points_are_the_grid_with_overrides_applied(tmp_path: Path, repo_root: P
     assert spec.rl.learning_rate != 3e-5 or spec.rl.steps != 150  # the spec is untouched
 
 
+def test_a_section_valued_axis_reads_as_its_labels(tmp_path: Path, repo_root: Path) -> None:
+    sweep = """\
+    sweep:
+      arms:
+        metric: eval.rl.success
+        against: sft
+        axes:
+          arm:
+            rl: [{reward: {invert: true}}, {kind: continued_sft, learning_rate: 1.0e-5}]
+            labels: [canary, ctl]
+          lr: {rl.steps: [10]}
+    """
+    points = all_points(load_experiment(_spec(tmp_path, repo_root, textwrap.dedent(sweep))))
+    assert [p.shown for p in points] == [{"arm": "canary", "lr": "10"}, {"arm": "ctl", "lr": "10"}]
+    canary, ctl = (p.spec for p in points)
+    assert canary.rl.kind == "salvage_ds" and canary.rl.reward.invert
+    assert ctl.rl.kind == "continued_sft" and ctl.rl.steps == 10  # a kind change replaces
+    # The baseline is evaluated on the sweep's split too, beside the metric's policy.
+    assert {p.name: p.splits for p in ctl.eval.policies}["sft"] == ["val"]
+
+
 @pytest.mark.parametrize(
     ("sweep", "line", "needle"),
     [
