@@ -111,8 +111,7 @@ def test_separate_jobs_write_a_task_per_point_named_by_its_run_key(project: Path
 
 
 def test_against_pairs_each_point_with_the_shared_baseline_eval(project: Path) -> None:
-    write_generated(project, compile_project(project))
-    before = _stages(project)
+    before = _stages(project)  # the committed dvc.yaml: compile's own output
     paired = SWEEP.replace("metric: eval.rl.success", "metric: eval.rl.success\n    against: sft")
     _add(project, paired)
     write_generated(project, compile_project(project))
