@@ -11,6 +11,7 @@ axis's line rather than at compile or run time.
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,10 +73,30 @@ def point_data(
     return data
 
 
+# Specs are frozen, so a spec's points never change: loading, planning and rendering a
+# project each asked for them, and building them (validating every point) was a third
+# of a compile. Keyed by the spec's identity; the entry holds the spec, so that identity
+# is not reused while it is cached.
+_CACHE: OrderedDict[tuple[int, str], tuple[ExperimentSpec, list[SweepPoint]]] = OrderedDict()
+_CACHE_SIZE = 256
+
+
 def sweep_points(spec: ExperimentSpec, sweep_name: str) -> list[SweepPoint]:
     """The points of one sweep, in grid order (first axis slowest). Raises SpecErrors whose
     keys are relative to the spec (`sweep.<name>.axes.<axis>.<key>`), positioned at line 1
     of the point: `check_sweeps` moves them to the spec's lines."""
+    key = (id(spec), sweep_name)
+    if key in _CACHE and _CACHE[key][0] is spec:
+        _CACHE.move_to_end(key)
+        return list(_CACHE[key][1])
+    points = _build_points(spec, sweep_name)
+    _CACHE[key] = (spec, points)
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return list(points)
+
+
+def _build_points(spec: ExperimentSpec, sweep_name: str) -> list[SweepPoint]:
     sweep = spec.sweep[sweep_name]
     data = spec.model_dump(mode="json")
     points: list[SweepPoint] = []

@@ -22,6 +22,7 @@ must not leak the secret into CI logs.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -122,6 +123,13 @@ def _mask(secret: str, shown: str = "") -> str:
 
 def scan_text(text: str) -> list[tuple[str, str]]:
     """(what, masked) for every secret-looking part of one string."""
+    return list(_scan_text(text))
+
+
+# A compile validates every sweep point and grid cell, each a copy of its spec: the same
+# strings are scanned hundreds of times, which was a quarter of a compile's time.
+@functools.lru_cache(maxsize=1 << 16)
+def _scan_text(text: str) -> tuple[tuple[str, str], ...]:
     found: list[tuple[str, str]] = []
     for what, pattern in _PREFIXED:
         for m in pattern.finditer(text):
@@ -136,7 +144,7 @@ def scan_text(text: str) -> list[tuple[str, str]]:
             run = m.group(0)
             if not _HEX.match(run) and _looks_random(run) and entropy_bits(run) >= MIN_ENTROPY_BITS:
                 found.append(("a random token or password", _mask(run)))
-    return found
+    return tuple(found)
 
 
 def _strings(data: Any, path: KeyPath = ()) -> Iterator[tuple[KeyPath, str]]:

@@ -146,6 +146,7 @@ def _copy_accuracy(model: Any, steps: int, length: int = 5) -> float:
     return (predicted == ids.gather(1, at)).float().mean().item()
 
 
+@pytest.mark.slow  # 2 x 150 training steps: a learning test, about 40 s
 def test_copy_head_learns_to_copy_where_the_plain_model_has_not_yet() -> None:
     torch.set_num_threads(2)
     with_head = _copy_accuracy(_model(copy=True), steps=150)

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXP = "chain"
 # Shrunk from experiments/smoke.yaml (each stage still does its whole job, on less):
 # 2 x 2 collect units, a 2-page tokenizer corpus, 4 SFT steps and 2 RL steps of 4
-# states on one thread, eval on test only.
+# states on one thread, eval on test only, the regime on 4 mined states and 1 val seed
+# per task.
 OVERRIDES = [
     f"name={EXP}",
     "suite.train.count=2",
@@ -42,6 +43,8 @@ OVERRIDES = [
     "rl.group_size=2",
     "rl.torch_threads=1",
     "eval.splits=[test]",
+    "regime.val_seeds_per_task=1",
+    "regime.max_mined_states=4",
 ]
 
 
