@@ -24,9 +24,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 EXP = "chain"
 # Shrunk from experiments/smoke.yaml (each stage still does its whole job, on less):
-# 2 x 2 collect units, a 2-page tokenizer corpus, 4 SFT steps and 2 RL steps of 4
-# states on one thread, eval on test only, the regime on 4 mined states and 1 val seed
-# per task.
+# 2 x 2 collect units, a 2-page tokenizer corpus, 4 pretraining steps, 4 SFT steps,
+# mining on 1 seed per task, 2 RL steps of 4 states on one thread, eval on test only,
+# the regime on 4 mined states and 1 val seed per task.
 OVERRIDES = [
     f"name={EXP}",
     "suite.train.count=2",
@@ -43,6 +43,9 @@ OVERRIDES = [
     "rl.group_size=2",
     "rl.torch_threads=1",
     "eval.splits=[test]",
+    "model.pretrain.steps=4",
+    "model.pretrain.samples=48",
+    "mine.seeds_per_task=1",
     "regime.val_seeds_per_task=1",
     "regime.max_mined_states=4",
 ]
