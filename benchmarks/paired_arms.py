@@ -26,7 +26,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rmsweb.report.arms import Episode, paired_difference, summarize  # noqa: E402
+from rmsweb.report.arms import (  # noqa: E402
+    Episode,
+    paired_difference,
+    per_task_differences,
+    summarize,
+)
 from rmsweb.sweep.results import run_episodes  # noqa: E402
 
 
@@ -78,6 +83,7 @@ def compare(arms: dict[str, list[Episode]], pairs: list[tuple[str, str]]) -> dic
                 "seed_ci_low": d.seed_low,
                 "seed_ci_high": d.seed_high,
                 "verdict": d.verdict,
+                "per_task": per_task_differences(arms[a], arms[b]),
             }
         )
     return out

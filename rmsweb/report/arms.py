@@ -246,6 +246,19 @@ def paired_difference(
     )
 
 
+def per_task_differences(
+    episodes_a: Sequence[Episode], episodes_b: Sequence[Episode]
+) -> dict[str, float]:
+    """success(A) - success(B) per task, as `paired_difference` pools it: on the shared
+    training seeds and the units both arms ran, each unit averaged over seeds."""
+    episodes_a, episodes_b = common_training_seeds(episodes_a, episodes_b)
+    ua, ub = _units(episodes_a), _units(episodes_b)
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for u in sorted(set(ua) & set(ub)):
+        by_task[u[0]].append(_mean_success(ua[u]) - _mean_success(ub[u]))
+    return {task: sum(v) / len(v) for task, v in sorted(by_task.items())}
+
+
 def common_training_seeds(
     episodes_a: Sequence[Episode], episodes_b: Sequence[Episode]
 ) -> tuple[list[Episode], list[Episode]]:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmsweb.report.arms import Episode, paired_difference, t_interval
+from rmsweb.report.arms import Episode, paired_difference, per_task_differences, t_interval
 from rmsweb.store.stats import wilson_interval
 
 # Rates whose denominator the same metrics file holds (for the units interval).
@@ -146,16 +146,6 @@ def pair_with_baseline(
     if not a or not b:
         return result
     d = paired_difference("point", baseline, a, b)
-    # Per task, as the pooled difference: each unit's success averaged over seeds.
-    units_a: dict[tuple[str, int], list[bool]] = {}
-    units_b: dict[tuple[str, int], list[bool]] = {}
-    for episodes, units in ((a, units_a), (b, units_b)):
-        for e in episodes:
-            units.setdefault((e.task_id, e.seed), []).append(e.success)
-    by_task: dict[str, list[float]] = {}
-    for unit in sorted(set(units_a) & set(units_b)):
-        ua, ub = units_a[unit], units_b[unit]
-        by_task.setdefault(unit[0], []).append(sum(ua) / len(ua) - sum(ub) / len(ub))
     result.against = {
         "policy": baseline,
         "diff": d.diff,
@@ -165,7 +155,7 @@ def pair_with_baseline(
         "seed_ci_high": d.seed_high,
         "units": d.units,
         "per_seed": {str(seed): diff for seed, diff in d.per_seed},
-        "per_task": {t: sum(v) / len(v) for t, v in sorted(by_task.items())},
+        "per_task": per_task_differences(a, b),
         "verdict": d.verdict.replace("point", "this point"),
     }
     return result

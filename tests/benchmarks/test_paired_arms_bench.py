@@ -68,6 +68,7 @@ def test_pairs_seed_by_seed_on_the_split_asked(tmp_path: Path) -> None:
     assert pair["diff"] == pytest.approx(0.1)  # the units averaged over both seeds
     assert pair["per_seed"] == [[0, pytest.approx(0.2)], [1, 0.0]]
     assert pair["seed_ci_low"] < 0 < 0.2 < pair["seed_ci_high"]  # two seeds: a wide t
+    assert pair["per_task"] == {"a": pytest.approx(0.2), "b": 0.0}
     assert result["arms"]["a"]["training_seeds"] == [0, 1]
     assert "| a − b | +10.0 |" in done.stdout
 

@@ -7,7 +7,15 @@ import statistics
 
 import pytest
 
-from rmsweb.report.arms import Episode, arm_of_run, paired_difference, summarize, t95, task_weighted
+from rmsweb.report.arms import (
+    Episode,
+    arm_of_run,
+    paired_difference,
+    per_task_differences,
+    summarize,
+    t95,
+    task_weighted,
+)
 
 
 def ep(arm: str, seed: int | None, task: str, unit: int, ok: bool, steps: int = 2) -> Episode:
@@ -65,6 +73,20 @@ def test_arms_on_different_seeds_pair_on_the_seeds_they_share() -> None:
     assert paired_difference("e/a", "e/teacher", a, teacher, samples=300).diff == pytest.approx(
         0.6 - 0.5
     )
+
+
+def test_per_task_differences_pool_as_the_paired_difference_does() -> None:
+    # As above, on tasks x (A on seeds 0-4, B on 0-2) and y (both tie): x pairs on the
+    # shared seeds only (+0.5, not +0.1), and the task-weighted mean of the two tasks is
+    # the pooled difference.
+    a = [ep("e/a", s, "x", u, s < 3) for s in range(5) for u in range(4)]
+    a += [ep("e/a", s, "y", u, u < 1) for s in range(5) for u in range(4)]
+    b = [ep("e/b", s, "x", u, u < 2) for s in range(3) for u in range(4)]
+    b += [ep("e/b", s, "y", u, u < 1) for s in range(3) for u in range(4)]
+    per_task = per_task_differences(a, b)
+    assert per_task == {"x": pytest.approx(0.5), "y": 0.0}
+    pooled = paired_difference("e/a", "e/b", a, b, samples=100).diff
+    assert pooled == pytest.approx(sum(per_task.values()) / 2)
 
 
 def test_a_clear_gap_is_called_and_a_tie_is_not() -> None:
