@@ -6,45 +6,30 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _eval_run(folder: Path, outcomes: dict[tuple[str, int], bool], split: str) -> Path:
-    """An eval run folder with one episodes Parquet (the columns the pairing reads)."""
-    import duckdb
+def test_pairs_seed_by_seed_on_the_split_asked(tmp_path: Path, write_eval_run: Any) -> None:
 
-    (folder / "episodes").mkdir(parents=True)
-    rows = ", ".join(
-        f"('{task}', {seed}, {str(ok).lower()}, NULL, 3, 'eval', '{split}')"
-        for (task, seed), ok in outcomes.items()
-    )
-    with duckdb.connect() as con:
-        con.execute(
-            f"COPY (SELECT * FROM (VALUES {rows}) AS t(task_id, seed, success, error, n_steps, "
-            f"stage, split)) TO '{folder / 'episodes' / 'part-00000.parquet'}' (FORMAT parquet)"
-        )
-    return folder
-
-
-def test_pairs_seed_by_seed_on_the_split_asked(tmp_path: Path) -> None:
     # Seed 0: A solves 8 of 10 on task a where B solves 4, both 5 of 10 on task b (+0.2);
     # seed 1: A and B solve the same (0.0). Another split is never read.
     a0 = {("a", s): s < 8 for s in range(10)} | {("b", s): s < 5 for s in range(10)}
     b0 = {("a", s): s < 4 for s in range(10)} | {("b", s): s < 5 for s in range(10)}
     runs = {
         "a": [
-            _eval_run(tmp_path / "a" / "s0", a0, "test"),
-            _eval_run(tmp_path / "a" / "s1", b0, "test"),
+            write_eval_run(tmp_path / "a" / "s0", a0, "test"),
+            write_eval_run(tmp_path / "a" / "s1", b0, "test"),
         ],
         "b": [
-            _eval_run(tmp_path / "b" / "s0", b0, "test"),
-            _eval_run(tmp_path / "b" / "s1", b0, "test"),
+            write_eval_run(tmp_path / "b" / "s0", b0, "test"),
+            write_eval_run(tmp_path / "b" / "s1", b0, "test"),
         ],
     }
-    _eval_run(tmp_path / "a-val" / "s0", {("a", 0): False}, "val")
+    write_eval_run(tmp_path / "a-val" / "s0", {("a", 0): False}, "val")
     out = tmp_path / "result.json"
     argv = [f"{name}={','.join(map(str, folders))}" for name, folders in runs.items()]
     done = subprocess.run(

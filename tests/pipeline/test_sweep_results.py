@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,25 +75,9 @@ def test_a_stage_s_own_interval_is_the_units_interval(tmp_path: Path) -> None:
     assert (r.value, r.ci_low, r.ci_high, r.n) == (0.3, 0.2, 0.38, None)
 
 
-def _eval_run(root: Path, outcomes: dict[tuple[str, int], bool], split: str = "val") -> Path:
-    """An eval run folder with one episodes Parquet (the columns the pairing reads)."""
-    import duckdb
-
-    run = root / "episodes"
-    run.mkdir(parents=True)
-    rows = ", ".join(
-        f"('{task}', {seed}, {str(ok).lower()}, NULL, 3, 'eval', '{split}')"
-        for (task, seed), ok in outcomes.items()
-    )
-    with duckdb.connect() as con:
-        con.execute(
-            f"COPY (SELECT * FROM (VALUES {rows}) AS t(task_id, seed, success, error, n_steps, "
-            f"stage, split)) TO '{run / 'part-00000.parquet'}' (FORMAT parquet)"
-        )
-    return root
-
-
-def test_against_pairs_the_point_with_its_baseline_on_shared_units(tmp_path: Path) -> None:
+def test_against_pairs_the_point_with_its_baseline_on_shared_units(
+    tmp_path: Path, write_eval_run: Any
+) -> None:
     from rmsweb.sweep.results import PointResult, pair_with_baseline
 
     # Task a: the point solves 8 of 10 seeds, the baseline 4 (the same 4 plus 4 more);
@@ -101,9 +86,9 @@ def test_against_pairs_the_point_with_its_baseline_on_shared_units(tmp_path: Pat
     base = {("a", s): s < 4 for s in range(10)} | {("b", s): s < 5 for s in range(10)}
     base[("c", 0)] = True  # a unit the point did not run: left out
     test_split = {("a", s): False for s in range(10)}  # another split: never read
-    runs = {"eval-rl-s0": _eval_run(tmp_path / "rl", point)}
-    baseline = {"eval-sft-s0": _eval_run(tmp_path / "sft", base)}
-    _eval_run(tmp_path / "rl-test", test_split, split="test")
+    runs = {"eval-rl-s0": write_eval_run(tmp_path / "rl", point, "val")}
+    baseline = {"eval-sft-s0": write_eval_run(tmp_path / "sft", base, "val")}
+    write_eval_run(tmp_path / "rl-test", test_split, "test")
     r = pair_with_baseline(PointResult("p", {}, {}), runs, baseline, "sft", "val")
     assert r.against is not None
     assert r.against["diff"] == pytest.approx(0.2)
