@@ -14,7 +14,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_pairs_seed_by_seed_on_the_split_asked(tmp_path: Path, write_eval_run: Any) -> None:
-
     # Seed 0: A solves 8 of 10 on task a where B solves 4, both 5 of 10 on task b (+0.2);
     # seed 1: A and B solve the same (0.0). Another split is never read.
     a0 = {("a", s): s < 8 for s in range(10)} | {("b", s): s < 5 for s in range(10)}
