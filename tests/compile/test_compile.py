@@ -251,10 +251,11 @@ def _sky(sky_python: str, code: str, *args: str, home: Path) -> subprocess.Compl
     )
 
 
+@pytest.mark.slow  # needs .venv-sky, which the slow tier builds
 def test_sky_files_pass_skypilots_parser(repo_root: Path) -> None:
     sky_python = os.environ.get("RMSWEB_SKY_PYTHON")
     if not sky_python or not Path(sky_python).exists():
-        pytest.skip("SkyPilot venv not built (make test builds .venv-sky)")
+        pytest.skip("SkyPilot venv not built (make sky, or make slow, builds .venv-sky)")
     files = sorted(str(p) for p in (repo_root / "sky").glob("*.yaml"))
     # What `sky launch --env RMSWEB_BUCKET_PREFIX=...` does: from_yaml with an env override.
     code = (
@@ -278,11 +279,12 @@ def test_sky_files_pass_skypilots_parser(repo_root: Path) -> None:
     assert plain.returncode != 0 and "RMSWEB_BUCKET_PREFIX" in plain.stderr
 
 
+@pytest.mark.slow  # needs .venv-sky, which the slow tier builds
 def test_skypilot_parser_rejects_a_broken_file(tmp_path: Path) -> None:
     """The check above can fail: a typo'd key is refused by SkyPilot's parser."""
     sky_python = os.environ.get("RMSWEB_SKY_PYTHON")
     if not sky_python or not Path(sky_python).exists():
-        pytest.skip("SkyPilot venv not built (make test builds .venv-sky)")
+        pytest.skip("SkyPilot venv not built (make sky, or make slow, builds .venv-sky)")
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nnumnodes: 2\nrun: echo hi\n")
     env = {**os.environ, "HOME": str(tmp_path), "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}

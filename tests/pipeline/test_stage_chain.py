@@ -1,5 +1,6 @@
-"""The whole chain in the default tier: the real stage mains, each on the previous
-stage's real outputs, ending in the report.
+"""The whole chain: the real stage mains, each on the previous stage's real outputs,
+ending in the report. Slow tier (`make slow`, which CI runs): 13 stage processes take
+1.5-3 minutes, a sixth of the default tier's 10-minute budget on two cores.
 
 A tiny experiment (experiments/smoke.yaml shrunk: 2 MiniWoB tasks x 2 train and 2 test
 seeds, SFT 4 steps, RL 2 steps) is compiled by `rmsweb compile` in a scratch project,
@@ -75,6 +76,7 @@ def dependency_order(stages: dict) -> list[str]:
     return order
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_every_stage_runs_on_the_previous_stages_outputs(tmp_path: Path) -> None:
     from rmsweb.spec import load_experiment
