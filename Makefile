@@ -70,8 +70,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 sky: $(SKY_STAMP)  ## SkyPilot's own venv, .venv-sky (the slow tier builds it too)
 
-# Not a prerequisite of `make test`: building it took 40-60 s of the tier's 10-minute
-# budget, for two tests (SkyPilot's parser on sky/*.yaml), which run in the slow tier.
+# Not a prerequisite of `make test`: only two tests need it (SkyPilot's parser on
+# sky/*.yaml), and they run in the slow tier.
 $(SKY_STAMP): constraints-sky.txt
 	test -x $(SKY_VENV)/bin/python || python3 -m venv $(SKY_VENV)
 	$(SKY_VENV)/bin/python -m pip install -q --upgrade pip
