@@ -70,7 +70,10 @@ def compare(arms: dict[str, list[Episode]], pairs: list[tuple[str, str]]) -> dic
             "training_seeds": list(s.seeds),
         }
     for a, b in pairs:
-        d = paired_difference(a, b, arms[a], arms[b])
+        try:
+            d = paired_difference(a, b, arms[a], arms[b])
+        except ValueError as exc:  # no (task, seed) unit in common
+            raise SystemExit(f"error: --pair {a}:{b}: {exc}") from None
         out["pairs"].append(
             {
                 "a": a,

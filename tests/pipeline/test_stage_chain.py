@@ -1,6 +1,6 @@
 """The whole chain: the real stage mains, each on the previous stage's real outputs,
-ending in the report. Slow tier (`make slow`, which CI runs): 13 stage processes take
-1.5-3 minutes, a sixth of the default tier's 10-minute budget on two cores.
+ending in the report. Slow tier (`make slow`, which CI runs): its 13 stage processes
+take minutes, a large share of the default tier's 10-minute budget on two cores.
 
 A tiny experiment (experiments/smoke.yaml shrunk: 2 MiniWoB tasks x 2 train and 2 test
 seeds, SFT 4 steps, RL 2 steps) is compiled by `rmsweb compile` in a scratch project,
