@@ -25,6 +25,11 @@ GOLD = [
     "click-button", "click-tab-2", "click-checkboxes", "login-user",
     "search-engine", "email-inbox-forward-nl", "social-media", "use-autocomplete",
 ]  # fmt: skip
+# Pages that change after the observation the expert acted on. use-autocomplete searches
+# 300 ms after typing; on a loaded machine that timer can fire after the expert has picked
+# a suggestion, reopening the list over Submit. The click then fails ("covered by"), and
+# the expert's next observation shows the list, so it presses Escape and clicks again.
+LATE_OVERLAY = {"use-autocomplete"}
 LABEL = ["enter-text", "login-user", "click-checkboxes", "choose-list", "navigate-tree"]
 
 
@@ -55,7 +60,16 @@ def test_expert_gold_paths(loop, runner) -> None:
         assert (ep.task_id, ep.success, ep.reward, ep.error) == (ep.task_id, True, 1.0, None)
         assert ep.instruction and ep.n_steps == len(rec.steps) >= 1
         assert rec.steps[-1].done and all(not s.done for s in rec.steps[:-1])
-        assert all(s.parse_ok and s.env_error is None for s in rec.steps)
+        assert all(s.parse_ok for s in rec.steps)
+        errors = [(i, s.env_error) for i, s in enumerate(rec.steps) if s.env_error is not None]
+        if ep.task_id in LATE_OVERLAY:
+            # only the late list, and the expert recovered: Escape, then the same click
+            for i, err in errors:
+                assert "is covered by" in err, (ep.task_id, err)
+                nxt = [s.output_text for s in rec.steps[i + 1 : i + 3]]
+                assert nxt == ['press("Escape")', rec.steps[i].output_text], (ep.task_id, nxt)
+        else:
+            assert errors == [], (ep.task_id, errors)
         # screenshots: one row per distinct PNG, referenced by the steps and (the page
         # after the task's last, done action) by the episode
         assert rec.episode.final_screenshot is not None
