@@ -15,6 +15,7 @@ continued_sft.py), not what a paper says:
   equal has advantage 0 and adds no gradient of its own, but its tokens count in the
   normaliser (the step's gradient shrinks) and the KL term acts on them.
 - dapo_ds: rejected groups are dropped and the shortfall is drawn again from new states.
+- salvage_ds_expert: a group with no right sample gets the reference as its last member.
 - continued_sft: no sampling and no reward; the NLL of the whole reference completion.
 - reward.kind / reward.invert: the reward the advantages are computed from; the gate
   reads the polarized verdict whatever the reward.
@@ -33,8 +34,8 @@ SALVAGE_DS = "salvage_ds"
 # Settings compared with the report's own Salvage-DS arm, and the kinds that use them
 # (None: every kind). continued_sft samples nothing, so it has no temperature, clip,
 # KL or gate; grpo has no gate fields.
-_SAMPLING = ("grpo", "dapo_ds", "salvage_ds")
-_GATED = ("dapo_ds", "salvage_ds")
+_SAMPLING = ("grpo", "dapo_ds", "salvage_ds", "salvage_ds_expert")
+_GATED = ("dapo_ds", "salvage_ds", "salvage_ds_expert")
 SETTINGS: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     ("steps", None),
     ("group_size", None),
@@ -105,9 +106,18 @@ def _kind_differences(rl: Any) -> list[str]:
             "rejected groups only)",
             "no KL term (beta must be 0); an update every step",
         ]
-    if kind != SALVAGE_DS:
+    if kind not in (SALVAGE_DS, "salvage_ds_expert"):
         raise ValueError(f"unknown RL kind {kind!r}")
     out = []
+    if kind == "salvage_ds_expert":
+        out.append(
+            "expert member: a group none of whose samples is right gets its state's first "
+            'reference action ("Action: <reference>" and the end of turn, as the policy would '
+            "emit it) in place of its last sample, before the gate, so it has 1 right of G "
+            "and enters the policy-gradient term instead of the anchor: the reference is "
+            "pushed up and the sampled wrong actions down (the reported reward is the "
+            "samples' own)"
+        )
     if not rl.gate:
         out.append(
             "gate off: every group is in the policy-gradient term, as in GRPO (zero-"

@@ -202,6 +202,32 @@ class SalvageDS(_RLBase, _GateMixin):
         return self
 
 
+class SalvageDSExpert(SalvageDS):
+    """Salvage-DS with an expert member: a group none of whose G samples is right gets its
+    state's first reference action in place of its last sample, before the gate (as
+    BREAD, LUFFY and ReLIFT put expert solutions into groups the policy cannot solve).
+    Such a group then has contrast (1 right of G: within the default competence bounds at
+    G = 8), so the reference is pushed up and the sampled wrong actions down; without the
+    member it would be rejected as all_wrong and only anchored. The reference is the mined
+    state's label, the one the anchor and continued SFT already train on."""
+
+    kind: Literal["salvage_ds_expert"] = "salvage_ds_expert"
+
+    @model_validator(mode="after")
+    def _member_passes(self) -> SalvageDSExpert:
+        # A group with the member holds exactly 1 right of group_size: if the competence
+        # gate rejects that share, every member is thrown away again (as too_hard).
+        if self.gate and 1 / self.group_size < self.competence_min:
+            raise SpecFieldError(
+                "competence_min",
+                f"a group with an expert member has 1 right of group_size {self.group_size} "
+                f"({1 / self.group_size:.3f}), below competence_min {self.competence_min:g}, "
+                "so the gate would reject every such group. Fix: competence_min <= "
+                f"{1 / self.group_size:.3f}, or a smaller group_size.",
+            )
+        return self
+
+
 class ContinuedSFT(_RLBase):
     """Control: the RL stage's states and draws, trained with the SFT loss on their
     reference actions instead of sampled rewards (is RL more than more supervised data?).
@@ -226,5 +252,6 @@ class ContinuedSFT(_RLBase):
 
 
 RLSpec = Annotated[
-    GRPO | DAPODynamicSampling | SalvageDS | ContinuedSFT, Field(discriminator="kind")
+    GRPO | DAPODynamicSampling | SalvageDS | SalvageDSExpert | ContinuedSFT,
+    Field(discriminator="kind"),
 ]

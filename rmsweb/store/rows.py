@@ -196,6 +196,7 @@ class RLGroupRow:
     anchor_loss: float | None  # mean NLL of the reference action's tokens (anchored groups)
     resample_round: int = 0  # (added) 0: the step's first draw; k: k-th resampling round
     frac_correct: float = 0.0  # (added) share of semantically correct samples (competence)
+    expert_member: bool = False  # (added) its last member is the reference (salvage_ds_expert)
 
 
 @dataclass(slots=True)

@@ -136,3 +136,12 @@ def test_rl_section_shows_the_arms_table_with_and_without_curves() -> None:
         assert any(isinstance(b, Para) and "differs from Salvage-DS" in b.text for b in sec.blocks)
     plain = rl_section(Report(Document("t", "", [])), curve, [], {}, None)
     assert not any(isinstance(b, Table) and b.headers[0] == "RL arm" for b in plain.blocks)
+
+
+def test_the_expert_member_arm_says_what_it_adds() -> None:
+    spec = load_experiment(EXPERIMENTS / "miniwob-cpu-budget-expert.yaml")
+    full = load_experiment(EXPERIMENTS / "miniwob-cpu-budget.yaml").rl
+    assert spec.rl.kind == "salvage_ds_expert"
+    text = differences(spec.rl, full)
+    assert len(text) == 1 and text[0].startswith("expert member: a group none of whose")
+    assert differences(full, full) == []  # the plain recipe: no such line

@@ -133,3 +133,57 @@ def test_continued_sft_trains_on_the_rl_arms_draws(
     with torch.no_grad():
         after, _ = sft.sft_backward(list(range(8)), backward=False)
     assert after < before  # supervised steps on the references lower their NLL
+
+
+def test_expert_member_gives_an_all_wrong_group_contrast(
+    tiny_model: Any, tiny_tokenizer: Any, make_states: Any, tmp_path: Path, script_generation: Any
+) -> None:
+    from rmsweb.env.actions import format_action, parse_action
+    from rmsweb.train.salvage_ds.batch import anchor_completion
+
+    states = make_states(3)
+    p = [0.0, 0.5, 1.0]  # all wrong, contrast, all right
+    groups = {}
+    for kind in ("salvage_ds", "salvage_ds_expert"):
+        trainer = SalvageDSTrainer(tiny_model, tiny_tokenizer, states, hyper(kind), tmp_path / kind)
+        script_generation(trainer, p, exact=True)
+        groups[kind] = trainer.rollout([0, 1, 2], 1, 0)
+    plain, expert = groups["salvage_ds"], groups["salvage_ds_expert"]
+    assert [g.decision.reason for g in plain] == ["all_wrong", "accepted", "all_right"]
+    # only the all-wrong group changes: its last sample becomes the reference
+    assert [g.decision.reason for g in expert] == ["accepted", "accepted", "all_right"]
+    assert [g.expert_member for g in expert] == [True, False, False]
+    member = expert[0]
+    reference = format_action(parse_action(states[0].references[0]))
+    assert member.completions[-1] == anchor_completion(tiny_tokenizer, reference)[0]
+    assert member.completions[:-1] == plain[0].completions[:-1]
+    assert [s.correct for s in member.scored] == [False, False, False, True]
+    assert member.rewards == [-1.0, -1.0, -1.0, 1.0]
+    assert member.sampled_rewards == plain[0].rewards == [-1.0] * 4
+    assert member.anchor_ids is None  # in the policy gradient, not anchored
+    for a, b in zip(plain[1:], expert[1:], strict=True):
+        assert (a.completions, a.rewards, a.decision) == (b.completions, b.rewards, b.decision)
+
+
+def test_expert_member_enters_the_gradient_and_not_the_logged_reward(
+    tiny_model: Any, tiny_tokenizer: Any, make_states: Any, tmp_path: Path, script_generation: Any
+) -> None:
+    trainer = SalvageDSTrainer(
+        tiny_model, tiny_tokenizer, make_states(2), hyper("salvage_ds_expert"), tmp_path
+    )
+    script_generation(trainer, [0.0, 0.0], exact=True)  # nothing right: both get a member
+    row = trainer.train_step(1)
+    assert (row["expert_members"], row["accepted"], row["rejected"]) == (2, 2, 0)
+    assert row["updated"] == 1 and math.isfinite(row["pg_loss"])
+    assert math.isnan(row["anchor_loss"])  # no group was left to anchor
+    assert row["reward_mean"] == -1.0  # the policy's own samples, all wrong
+    assert [g["expert_member"] for g in trainer.group_log] == [True, True]
+
+
+def test_expert_member_spec_refuses_a_gate_that_rejects_it() -> None:
+    from rmsweb.spec.rl import SalvageDSExpert
+
+    assert SalvageDSExpert(group_size=8, batch_size=64).competence_min == 0.125
+    with pytest.raises(ValueError, match=r"below competence_min 0\.25"):  # pydantic's wrap
+        SalvageDSExpert(group_size=8, batch_size=64, competence_min=0.25)
+    assert SalvageDSExpert(group_size=8, batch_size=64, competence_min=0.25, gate=False)

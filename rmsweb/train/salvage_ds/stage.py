@@ -132,6 +132,10 @@ def summary(result: TrainResult, hyper: RLHyper) -> dict[str, Any]:
         if tail
         else None,
         "accepted_fraction": sum(g["accepted"] for g in groups) / max(1, len(groups)),
+        # salvage_ds_expert: groups that got the reference as a member (0 for other kinds)
+        "expert_members": int(
+            sum(r.get("expert_members", 0) for r in curve if _finite(r.get("expert_members")))
+        ),
         "wall_s": round(busy, 2),
         "generate_fraction": round(result.generate_s / busy, 4) if busy else None,
         "samples_per_s": round(samples / busy, 2) if busy else None,

@@ -36,7 +36,13 @@ mu inner updates per batch):
 
 Settings per kind (`algorithm()`): grpo = no gate, no anchor, no resampling;
 dapo_ds = gate, no anchor, resampling; salvage_ds = gate (may be off) + anchor, and
-max_resample (default 0) so both readings of "gated dynamic sampling" run. With the gate
+max_resample (default 0) so both readings of "gated dynamic sampling" run;
+salvage_ds_expert = salvage_ds with an expert member: a group none of whose samples is
+right gets its state's first reference action in place of its last sample, before the
+gate (BREAD, LUFFY and ReLIFT put expert solutions into such groups). Where the policy
+never samples the right action, the group then has contrast: the reference is pushed up
+and the sampled wrong actions are pushed down, instead of the anchor's NLL alone. The
+reference is the mined state's label, the same one the anchor and continued SFT train on. With the gate
 off and anchor_weight 0, salvage_ds computes GRPO's loss exactly (tests/train, against
 TRL's GRPOTrainer._compute_loss).
 
@@ -84,7 +90,7 @@ from rmsweb.train.salvage_ds.reward import Scored, invert, parse_references, sco
 from rmsweb.train.salvage_ds.seeds import derived_seed
 from rmsweb.train.salvage_ds.states import RLState
 
-KINDS: tuple[str, ...] = ("grpo", "dapo_ds", "salvage_ds", "continued_sft")
+KINDS: tuple[str, ...] = ("grpo", "dapo_ds", "salvage_ds", "salvage_ds_expert", "continued_sft")
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ class Algorithm:
     gate: bool
     anchor_weight: float
     max_resample: int
+    expert_member: bool = False  # all-wrong groups get the reference as a member
 
 
 def algorithm(
@@ -105,8 +112,14 @@ def algorithm(
         return Algorithm(kind, gate=False, anchor_weight=0.0, max_resample=0)
     if kind == "dapo_ds":
         return Algorithm(kind, gate=True, anchor_weight=0.0, max_resample=max_resample)
-    if kind == "salvage_ds":
-        return Algorithm(kind, gate=gate, anchor_weight=anchor_weight, max_resample=max_resample)
+    if kind in ("salvage_ds", "salvage_ds_expert"):
+        return Algorithm(
+            kind,
+            gate=gate,
+            anchor_weight=anchor_weight,
+            max_resample=max_resample,
+            expert_member=kind == "salvage_ds_expert",
+        )
     if kind == "continued_sft":  # the control: no sampling at all (continued_sft.py)
         return Algorithm(kind, gate=False, anchor_weight=0.0, max_resample=0)
     raise ValueError(f"unknown RL kind {kind!r}; kinds: {', '.join(KINDS)}")
@@ -177,6 +190,8 @@ class Group:
     resample_round: int = 0
     anchor_ids: list[int] | None = None  # "Action: <reference>" + end of turn
     anchor_mask: list[int] | None = None  # 1 on the reference action's tokens only
+    expert_member: bool = False  # its last member is the reference, not a sample
+    sampled_rewards: list[float] | None = None  # the G samples' own (before the member)
 
     @property
     def rewards(self) -> list[float]:
@@ -231,6 +246,7 @@ CURVE_COLUMNS: tuple[str, ...] = (
     "train_s",
     "kl_to_sft",  # at checkpoints and the last step (kl_probe.py); empty elsewhere
     "entropy",  # the policy's exact token entropy on the probe states, as kl_to_sft
+    "expert_members",  # groups whose last member is the reference (salvage_ds_expert)
     *(f"reason_{r}" for r in REASONS),
 )
 
@@ -441,10 +457,41 @@ class SalvageDSTrainer:
                 )
                 for t in texts
             ]
+            sampled = scored
+            expert = h.algorithm.expert_member and not any(x.correct for x in scored)
+            if expert:
+                comps, texts, scored = self.with_expert_member(idx, comps, texts, scored)
             if h.reward_sign < 0:
                 scored = [invert(x) for x in scored]
-            groups.append(self.make_group(idx, comps, texts, scored, round_))
+                sampled = [invert(x) for x in sampled]
+            group = self.make_group(idx, comps, texts, scored, round_)
+            group.expert_member = expert
+            group.sampled_rewards = [x.reward for x in sampled]
+            groups.append(group)
         return groups
+
+    def with_expert_member(
+        self, index: int, completions: list[list[int]], texts: list[str], scored: list[Scored]
+    ) -> tuple[list[list[int]], list[str], list[Scored]]:
+        """The group with its last sample replaced by the state's first reference action,
+        tokenized as the policy would emit it ("Action: <reference>" + end of turn) and
+        scored like any sample. The group keeps G members, so its advantages are
+        normalised over the same count as every other group's."""
+        h = self.h
+        reference = format_action(self.references[index][0])
+        ids, _ = anchor_completion(self.tokenizer, reference)
+        text = self.tokenizer.decode(
+            [t for t in ids if t not in self.stop_ids], skip_special_tokens=True
+        ).strip()
+        member = score(
+            text,
+            self.references[index],
+            kind=h.reward_kind,  # type: ignore[arg-type]
+            elements=self.states[index].elements,
+            tau=h.similarity_tau,
+            format_bonus=h.format_bonus,
+        )
+        return [*completions[:-1], ids], [*texts[:-1], text], [*scored[:-1], member]
 
     def make_group(
         self,
@@ -673,7 +720,8 @@ class SalvageDSTrainer:
         self.generate_s += t1 - t0
         self.train_s += t2 - t1
         self._log_groups(step, groups, pg_groups, anchor_groups, losses)
-        rewards = [r for g in groups for r in g.rewards]
+        # The policy's own samples: an expert member is not what the policy drew.
+        rewards = [r for g in groups for r in (g.sampled_rewards or g.rewards)]
         reasons = Counter(g.decision.reason for g in groups)
         row: dict[str, Any] = {
             "step": step,
@@ -696,6 +744,7 @@ class SalvageDSTrainer:
             "learning_rate": lr,
             "generate_s": round(t1 - t0, 4),
             "train_s": round(t2 - t1, 4),
+            "expert_members": sum(g.expert_member for g in groups),
             **{f"reason_{r}": reasons.get(r, 0) for r in REASONS},
         }
         self.curve.append(row)
@@ -727,6 +776,7 @@ class SalvageDSTrainer:
                     "anchor_loss": anchor,
                     "resample_round": g.resample_round,
                     "frac_correct": g.stats.frac_correct,
+                    "expert_member": g.expert_member,
                 }
             )
 
