@@ -187,3 +187,43 @@ def test_expert_member_spec_refuses_a_gate_that_rejects_it() -> None:
     with pytest.raises(ValueError, match=r"below competence_min 0\.25"):  # pydantic's wrap
         SalvageDSExpert(group_size=8, batch_size=64, competence_min=0.25)
     assert SalvageDSExpert(group_size=8, batch_size=64, competence_min=0.25, gate=False)
+
+
+def test_the_kl_term_skips_the_expert_member(
+    tiny_model: Any, tiny_tokenizer: Any, make_states: Any, tmp_path: Path, script_generation: Any
+) -> None:
+    from rmsweb.train.salvage_ds.loss import clipped_surrogate
+
+    # k3 on a row the policy did not sample: the loss of row 1 is its beta-0 loss
+    logps = torch.tensor([[-1.0, -2.0], [-30.0, -1.0]])
+    ref = torch.tensor([[-0.5, -2.5], [-0.1, -1.0]])  # exp(29.9): 1e13 on row 1 with k3
+    args = dict(epsilon=0.2, epsilon_high=0.28, normalizer=4.0)
+    adv, mask = torch.tensor([1.0, 1.0]), torch.ones(2, 2)
+    _, plain = clipped_surrogate(logps, logps, adv, mask, **args)
+    _, both = clipped_surrogate(logps, logps, adv, mask, beta=0.04, ref_logps=ref, **args)
+    _, one = clipped_surrogate(
+        logps, logps, adv, mask, beta=0.04, ref_logps=ref, kl_rows=torch.tensor([1, 0]), **args
+    )
+    assert float(both.per_sequence_loss[1]) > 1e10
+    assert torch.equal(one.per_sequence_loss[1], plain.per_sequence_loss[1])
+    assert torch.equal(one.per_sequence_loss[0], both.per_sequence_loss[0])
+
+    # the trainer marks the member: with a reference that differs from the policy, the
+    # member's tokens add to the KL only when the group is not flagged
+    trainer = SalvageDSTrainer(
+        tiny_model,
+        tiny_tokenizer,
+        make_states(1),
+        hyper("salvage_ds_expert", beta=0.04),
+        tmp_path,
+    )
+    with torch.no_grad():
+        for p in trainer.ref_model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    script_generation(trainer, [0.0], exact=True)
+    (group,) = trainer.rollout([0], 1, 0)
+    assert group.expert_member
+    flagged = trainer.loss_and_backward([group], [])
+    group.expert_member = False
+    unflagged = trainer.loss_and_backward([group], [])
+    assert 0 < flagged.kl < unflagged.kl

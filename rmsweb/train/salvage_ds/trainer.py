@@ -587,6 +587,13 @@ class SalvageDSTrainer:
         h = self.h
         out: dict[str, Any] = {"loss": 0.0, "tokens": 0.0, "kl_sum": 0.0, "clipped": 0.0}
         seqs = [(gi, c) for gi, g in enumerate(groups) for c in g.completions]
+        # The KL term acts on the policy's own samples only: not on an expert member
+        # (the last completion of its group), which the policy did not sample (loss.py).
+        sampled = [
+            not (g.expert_member and k == len(g.completions) - 1)
+            for g in groups
+            for k in range(len(g.completions))
+        ]
         out["tokens"] = float(sum(len(c) for _, c in seqs))  # every completion token counts
         loss_sum = torch.zeros(len(groups))
         token_sum = torch.zeros(len(groups))
@@ -616,6 +623,7 @@ class SalvageDSTrainer:
                 normalizer=out["tokens"],
                 beta=h.beta,
                 ref_logps=self._ref_logps(batch) if h.beta > 0 else None,
+                kl_rows=torch.tensor([sampled[i] for i in ids]),
             )
             loss.backward()
             out["loss"] += float(loss.detach())
