@@ -42,8 +42,8 @@ right gets its state's first reference action in place of its last sample, befor
 gate (BREAD, LUFFY and ReLIFT put expert solutions into such groups). Where the policy
 never samples the right action, the group then has contrast: the reference is pushed up
 and the sampled wrong actions are pushed down, instead of the anchor's NLL alone. The
-reference is the mined state's label, the same one the anchor and continued SFT train on. With the gate
-off and anchor_weight 0, salvage_ds computes GRPO's loss exactly (tests/train, against
+reference is the mined state's label, the same one the anchor and continued SFT train
+on. With the gate off and anchor_weight 0, salvage_ds computes GRPO's loss exactly (tests/train, against
 TRL's GRPOTrainer._compute_loss).
 
 Determinism and resume: every random draw is seeded from (seed, step, round), and a
@@ -440,23 +440,8 @@ class SalvageDSTrainer:
         groups = []
         for k, idx in enumerate(indices):
             comps = completions[k * h.group_size : (k + 1) * h.group_size]
-            texts = [
-                self.tokenizer.decode(
-                    [t for t in c if t not in self.stop_ids], skip_special_tokens=True
-                ).strip()
-                for c in comps
-            ]
-            scored = [
-                score(
-                    t,
-                    self.references[idx],
-                    kind=h.reward_kind,  # type: ignore[arg-type]
-                    elements=self.states[idx].elements,
-                    tau=h.similarity_tau,
-                    format_bonus=h.format_bonus,
-                )
-                for t in texts
-            ]
+            texts = [self.completion_text(c) for c in comps]
+            scored = [self.score_text(idx, t) for t in texts]
             sampled = scored
             expert = h.algorithm.expert_member and not any(x.correct for x in scored)
             if expert:
@@ -477,13 +462,22 @@ class SalvageDSTrainer:
         tokenized as the policy would emit it ("Action: <reference>" + end of turn) and
         scored like any sample. The group keeps G members, so its advantages are
         normalised over the same count as every other group's."""
-        h = self.h
         reference = format_action(self.references[index][0])
         ids, _ = anchor_completion(self.tokenizer, reference)
-        text = self.tokenizer.decode(
+        text = self.completion_text(ids)
+        member = self.score_text(index, text)
+        return [*completions[:-1], ids], [*texts[:-1], text], [*scored[:-1], member]
+
+    def completion_text(self, ids: Sequence[int]) -> str:
+        """A completion's text, without its stop token."""
+        return self.tokenizer.decode(
             [t for t in ids if t not in self.stop_ids], skip_special_tokens=True
         ).strip()
-        member = score(
+
+    def score_text(self, index: int, text: str) -> Scored:
+        """The reward and verdict of `text` as the action for state `index`."""
+        h = self.h
+        return score(
             text,
             self.references[index],
             kind=h.reward_kind,  # type: ignore[arg-type]
@@ -491,7 +485,6 @@ class SalvageDSTrainer:
             tau=h.similarity_tau,
             format_bonus=h.format_bonus,
         )
-        return [*completions[:-1], ids], [*texts[:-1], text], [*scored[:-1], member]
 
     def make_group(
         self,
