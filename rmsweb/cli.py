@@ -230,12 +230,26 @@ def repro(
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Stages run at once.")] = 2,
     root: Annotated[Path, typer.Option(help="Project root (holds dvc.yaml).")] = Path("."),
     retries: Annotated[int, typer.Option(help="Retries of a stage that hit a DVC lock.")] = 5,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="List the stages that would run and estimate the time from their last "
+            "recorded walls; run nothing.",
+        ),
+    ] = False,
 ) -> None:
     """`dvc repro` the targets with independent stages side by side (DVC's parallel
     stage execution: one `dvc repro --single-item` per stage, scheduled by the graph)."""
     from rmsweb.pipeline import reproduce
 
     def go() -> None:
+        if dry_run:
+            from rmsweb.pipeline_time import dry_run_lines
+
+            for line in dry_run_lines(targets, root, jobs):
+                typer.echo(line)
+            return
         outcomes = reproduce(targets, root=root, jobs=jobs, retries=retries, echo=typer.echo)
         if any(o.returncode != 0 for o in outcomes):
             raise typer.Exit(1)

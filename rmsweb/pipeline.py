@@ -242,6 +242,31 @@ def run_one(
     return Outcome(stage, proc.returncode, time.perf_counter() - start, log, attempt)
 
 
+def stages_to_run(
+    targets: list[str],
+    root: Path = Path("."),
+    echo: Callable[[str], None] = print,
+    skip_fresh: bool = True,
+    status: Callable[[Path, list[str]], set[str] | None] = stale_stages,
+) -> tuple[dict[str, StageNode], dict[str, StageNode]]:
+    """dvc.yaml's whole graph, and the stages a run of the targets starts: the targets and
+    their upstream, less those up to date (module doc, 6), each needing only the others."""
+    graph = load_graph(root / "dvc.yaml")
+    wanted = plan(graph, targets)
+    total = len(wanted)
+    if skip_fresh:
+        stale = status(root, targets)
+        if stale is not None:
+            run = to_run(wanted, stale)
+            fresh = len(wanted) - len(run)
+            wanted = {n: node for n, node in wanted.items() if n in run}
+            for node in wanted.values():
+                node.needs &= wanted.keys()  # an up-to-date upstream is done already
+            if fresh:
+                echo(f"repro: {fresh} of {total} stage(s) up to date (dvc status)")
+    return graph, wanted
+
+
 def reproduce(
     targets: list[str],
     root: Path = Path("."),
@@ -255,18 +280,7 @@ def reproduce(
     """Run the targets and their upstream stages, `jobs` at a time (module doc)."""
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {jobs}).")
-    wanted = plan(load_graph(root / "dvc.yaml"), targets)
-    total = len(wanted)
-    if skip_fresh:
-        stale = status(root, targets)
-        if stale is not None:
-            run = to_run(wanted, stale)
-            fresh = len(wanted) - len(run)
-            wanted = {n: node for n, node in wanted.items() if n in run}
-            for node in wanted.values():
-                node.needs &= wanted.keys()  # an up-to-date upstream is done already
-            if fresh:
-                echo(f"repro: {fresh} of {total} stage(s) up to date (dvc status)")
+    _, wanted = stages_to_run(targets, root, echo, skip_fresh, status)
     priority = chain_lengths(wanted)
     log_dir = root / ".dvc" / "tmp" / "rmsweb-repro"
     log_dir.mkdir(parents=True, exist_ok=True)

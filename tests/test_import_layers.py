@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agents", "suites"),
     ("store",),
     ("env", "models"),
+    ("pipeline_time",),  # estimates a run of pipeline's plan from the stages' metrics
     ("compile", "stage_io", "distributed", "pipeline"),
     ("spec",),
     ("errors", "stages"),  # leaves: import nothing from rmsweb

@@ -78,6 +78,19 @@ def test_independent_stages_run_concurrently_and_all_reach_dvc_lock(project: Pat
     assert all(o.returncode == 0 for o in again) and not (project / "a.started").exists()
 
 
+def test_dry_run_lists_the_stale_stages_and_runs_nothing(project: Path) -> None:
+    from rmsweb.pipeline_time import dry_run_lines
+
+    lines = dry_run_lines(["c"], project, 2)
+    assert lines[:4] == ["repro --dry-run: 3 stage(s) would run, 2 at a time", "  a", "  b", "  c"]
+    # No stage here writes a metrics file with its wall: all three are unknown, and named.
+    assert lines[4].endswith("3 stages (0 at their last recorded wall, 0 borrowed from their "
+                             "kind, 3 unknown)")  # fmt: skip
+    assert not (project / "dvc.lock").exists() and not (project / "a.started").exists()
+    reproduce(["c"], root=project, jobs=2, echo=lambda line: None)
+    assert "repro --dry-run: 0 stage(s) would run, 2 at a time" in dry_run_lines(["c"], project, 2)
+
+
 def test_one_job_at_a_time_cannot_pass_the_concurrency_check(project: Path) -> None:
     """The control: the same targets serially fail, and c (downstream) is never run."""
     os.environ["WAIT_S"] = "2"

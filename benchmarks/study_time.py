@@ -1,0 +1,56 @@
+"""How long `rmsweb repro TARGET` takes cold: every stage upstream of the target at the
+wall its committed metrics recorded, scheduled as `rmsweb repro --jobs N` schedules
+them (rmsweb/pipeline_time.py says how, and what the estimate leaves out).
+
+    python benchmarks/study_time.py report_miniwob-cpu-budget [--jobs 1 2] \
+        [--budget-h 4] [--out benchmarks/results/study_time_budget.json]
+
+Prints the stage counts (measured, borrowed from their kind, unknown), the serial time,
+the critical path, the wall per --jobs (against --budget-h) and the time per stage kind;
+--out writes all of it with each stage's wall and where it came from. Check it against a
+cold run's `done ... in Ns` lines before trusting it (`rmsweb repro --dry-run` prints
+the same estimate for the stages a run would start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rmsweb.errors import UserError  # noqa: E402
+from rmsweb.pipeline import load_graph, plan  # noqa: E402
+from rmsweb.pipeline_time import estimate, summary_lines  # noqa: E402
+
+
+def study_time(target: str, root: Path, jobs: list[int]) -> dict:
+    """The estimate for `target` and everything upstream of it, as if nothing had run."""
+    graph = load_graph(root / "dvc.yaml")
+    return {"target": target, **estimate(plan(graph, [target]), graph, root, jobs)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("target", help="a stage of dvc.yaml, e.g. report_miniwob-cpu-budget")
+    ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2], help="stages at once")
+    ap.add_argument("--budget-h", type=float, default=None, help="print the wall against it")
+    ap.add_argument("--root", type=Path, default=ROOT, help="project root (holds dvc.yaml)")
+    ap.add_argument("--out", type=Path, default=None, help="write the estimate as JSON")
+    args = ap.parse_args(argv)
+    try:
+        result = study_time(args.target, args.root, args.jobs)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{result['target']}: " + "\n".join(summary_lines(result, args.budget_h)))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
