@@ -26,7 +26,12 @@ scheduler around that:
    A stage that starts alone (nothing running, nothing else ready) gets every core:
    no stage can become ready before it ends (readiness only changes when a stage
    finishes), so it stays alone. The default job's SFT and mine stages are such a
-   chain; at half the cores the machine sat half idle under them.
+   chain; at half the cores the machine sat half idle under them. A stage left running
+   with fewer neighbours than `jobs` (one ended and nothing was ready) gets the freed
+   cores too: the scheduler writes each running stage's share, `cores // running`, to
+   a file the stage names in RMSWEB_STAGE_THREADS_FILE, and the training stages follow
+   it between steps (rmsweb/models/threads.py). A thread count the user exported is
+   kept fixed.
 6. Stages that are up to date are not started at all: one `dvc status --json
    --with-deps` call over the targets names the stale ones, and those and everything
    downstream of them run. Each `dvc repro --single-item` parses dvc.yaml, dvc.lock and
@@ -49,6 +54,7 @@ from rmsweb.errors import UserError
 
 LOCK_ERRORS = ("Unable to acquire lock", "is busy, it is being blocked by")
 STAGE_THREADS_ENV = "RMSWEB_STAGE_THREADS"  # read by rmsweb/models/threads.py
+STAGE_THREADS_FILE_ENV = "RMSWEB_STAGE_THREADS_FILE"  # the share while it runs (doc, 5)
 
 
 def stage_threads(jobs: int, cores: int | None = None) -> int:
@@ -210,6 +216,20 @@ def stage_env(jobs: int, base: Mapping[str, str] | None = None) -> dict[str, str
     return env
 
 
+def write_share(path: Path, threads: int) -> None:
+    """A running stage's thread share (doc, 5), replaced whole so a reader never sees
+    half a file; unchanged shares are not rewritten."""
+    text = f"{threads}\n"
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except OSError:
+        pass
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def run_one(
     stage: str,
     root: Path,
@@ -285,6 +305,14 @@ def reproduce(
     log_dir = root / ".dvc" / "tmp" / "rmsweb-repro"
     log_dir.mkdir(parents=True, exist_ok=True)
     shared_env, alone_env = stage_env(jobs), stage_env(1)
+    # The share files (doc, 5), unless the user fixed the threads.
+    shares = (
+        None
+        if any(os.environ.get(k) for k in (STAGE_THREADS_ENV, "OMP_NUM_THREADS"))
+        else (log_dir / "threads")
+    )
+    if shares is not None:
+        shares.mkdir(parents=True, exist_ok=True)
     done: dict[str, Outcome] = {}
     running: dict[str, threading.Thread] = {}
     finished: list[Outcome] = []
@@ -324,11 +352,17 @@ def reproduce(
                     f"  start {node.name}" + (" (alone: every core)" if alone and jobs > 1 else "")
                 )
                 env = alone_env if alone else shared_env
+                if shares is not None:
+                    env = {**env, STAGE_THREADS_FILE_ENV: str(shares / node.name)}
+                    write_share(shares / node.name, int(env[STAGE_THREADS_ENV]))
                 thread = threading.Thread(target=work, args=(node.name, env), daemon=True)
                 running[node.name] = thread
                 thread.start()
             if not running:
                 break
+            if shares is not None and len(running) < jobs:
+                for name in running:  # the freed cores to those still running
+                    write_share(shares / name, stage_threads(len(running)))
             lock.wait()
     outcomes = list(done.values())
     bad = [o for o in outcomes if o.returncode != 0]

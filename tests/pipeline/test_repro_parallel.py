@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -168,6 +169,96 @@ def test_each_stage_gets_its_share_of_the_cores(
     assert pipeline.stage_env(8, {})["RMSWEB_STAGE_THREADS"] == "1"
     kept = pipeline.stage_env(2, {"OMP_NUM_THREADS": "3"})
     assert (kept["OMP_NUM_THREADS"], kept["RMSWEB_STAGE_THREADS"]) == ("3", "3")
+
+
+def test_a_stage_left_running_alone_gets_the_freed_cores(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """a and b start side by side at half the cores each; when a ends and nothing is
+    ready, b's share file says every core (the training stages follow it between
+    steps). With a thread count the user exported there are no share files."""
+    import threading
+
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RMSWEB_STAGE_THREADS"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    a_done = threading.Event()
+    seen: dict[str, list[str]] = {}
+
+    def runner(stage: str, root: Path, log_dir: Path, retries: int, env=None):
+        share = Path(env[pipeline.STAGE_THREADS_FILE_ENV])
+        seen[stage] = [share.read_text().strip()]
+        if stage == "a":
+            a_done.set()
+        elif stage == "b":
+            assert a_done.wait(10)
+            for _ in range(200):  # the scheduler rewrites it once a's end is seen
+                if share.read_text().strip() == "4":
+                    break
+                time.sleep(0.01)
+            seen[stage].append(share.read_text().strip())
+        return pipeline.Outcome(stage, 0, 0.0, log_dir / f"{stage}.log", 1)
+
+    reproduce(
+        ["c"], root=project, jobs=2, runner=runner, echo=lambda _: None, status=_status_unknown
+    )
+    assert seen == {"a": ["2"], "b": ["2", "4"], "c": ["4"]}
+    # The user's count stays fixed: no share file is named.
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    envs: list[dict] = []
+
+    def fixed(stage: str, root: Path, log_dir: Path, retries: int, env=None):
+        envs.append(dict(env))
+        return pipeline.Outcome(stage, 0, 0.0, log_dir / f"{stage}.log", 1)
+
+    reproduce(
+        ["c"], root=project, jobs=2, runner=fixed, echo=lambda _: None, status=_status_unknown
+    )
+    assert envs and all(pipeline.STAGE_THREADS_FILE_ENV not in e for e in envs)
+
+
+def _status_unknown(root: Path, targets: list[str]) -> None:
+    """A `dvc status` that cannot answer: every planned stage runs."""
+    return None
+
+
+def test_a_training_stage_follows_its_share_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from rmsweb.models.threads import ThreadShare, share_callback
+
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        path = tmp_path / "share"
+        share = ThreadShare(path, every_s=0.0)
+        assert share.poll() is None  # no file yet: threads unchanged
+        path.write_text("1\n")
+        assert share.poll() is None and torch.get_num_threads() == 1  # the starting share
+        path.write_text("2\n")
+        assert share.poll() == 2 and torch.get_num_threads() == 2
+        assert share.poll() is None  # unchanged
+        path.write_text("junk")
+        assert share.poll() is None and torch.get_num_threads() == 2
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun's ranks split it
+        path.write_text("4\n")
+        assert share.poll() == 2
+        # Read at most every `every_s` seconds: a change waits for the next read.
+        slow = ThreadShare(path, every_s=3600.0)
+        path.write_text("2\n")
+        assert slow.poll() == 1  # the first read is at once
+        path.write_text("6\n")
+        assert slow.poll() is None and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    monkeypatch.setenv(pipeline.STAGE_THREADS_FILE_ENV, str(path))
+    assert len(share_callback(None)) == 1
+    assert share_callback(2) == []  # the spec's torch_threads wins
+    monkeypatch.delenv(pipeline.STAGE_THREADS_FILE_ENV)
+    assert share_callback(None) == []  # not under the scheduler
 
 
 def test_a_stage_takes_the_spec_then_the_schedulers_thread_count(

@@ -52,7 +52,7 @@ def main(io: StageIO) -> None:
     import torch
 
     from rmsweb.models.load import load_model
-    from rmsweb.models.threads import torch_threads
+    from rmsweb.models.threads import share_callback, torch_threads
 
     m = io.spec.model
     if m.kind != "tiny" or m.pretrain is None:
@@ -64,7 +64,12 @@ def main(io: StageIO) -> None:
     io.out.mkdir(parents=True, exist_ok=True)
     work_dir = io.out / "checkpoints"
     model, metrics, history = pretrain(
-        loaded.model, loaded.tokenizer, PretrainSettings.of(m.pretrain), prompt_config(m), work_dir
+        loaded.model,
+        loaded.tokenizer,
+        PretrainSettings.of(m.pretrain),
+        prompt_config(m),
+        work_dir,
+        callbacks=share_callback(None),  # the freed cores when a neighbour ends
     )
     model.save_pretrained(io.out / "model")
     loaded.processor.save_pretrained(io.out / "model")

@@ -128,6 +128,9 @@ def main(io: StageIO) -> None:
 
     # curves while it trains (rank 0 only)
     live = [sft_callback(io.plot_path("dvclive"), resume=True)] if rank_zero() else []
+    from rmsweb.models.threads import share_callback
+
+    live += share_callback(s.torch_threads)  # the freed cores when a neighbour ends
     model, history = train_sft(
         loaded.model,
         loaded.tokenizer,
