@@ -46,9 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"{result['target']}: " + "\n".join(summary_lines(result, args.budget_h)))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(f"{result['target']}: " + "\n".join(summary_lines(result, args.budget_h)))
     return 0
 
 
