@@ -250,7 +250,16 @@ def repro(
             for line in dry_run_lines(targets, root, jobs):
                 typer.echo(line)
             return
-        outcomes = reproduce(targets, root=root, jobs=jobs, retries=retries, echo=typer.echo)
+        from rmsweb.pipeline_time import estimate_line
+
+        outcomes = reproduce(
+            targets,
+            root=root,
+            jobs=jobs,
+            retries=retries,
+            echo=typer.echo,
+            on_plan=lambda graph, wanted: typer.echo(estimate_line(graph, wanted, root, jobs)),
+        )
         if any(o.returncode != 0 for o in outcomes):
             raise typer.Exit(1)
 

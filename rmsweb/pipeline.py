@@ -296,11 +296,16 @@ def reproduce(
     runner: Callable[..., Outcome] = run_one,
     skip_fresh: bool = True,
     status: Callable[[Path, list[str]], set[str] | None] = stale_stages,
+    on_plan: Callable[[dict[str, StageNode], dict[str, StageNode]], None] | None = None,
 ) -> list[Outcome]:
-    """Run the targets and their upstream stages, `jobs` at a time (module doc)."""
+    """Run the targets and their upstream stages, `jobs` at a time (module doc).
+    `on_plan(graph, wanted)` sees the plan before anything starts (the CLI prints its
+    time estimate)."""
     if jobs < 1:
         raise UserError(f"--jobs must be >= 1 (got {jobs}).")
-    _, wanted = stages_to_run(targets, root, echo, skip_fresh, status)
+    graph, wanted = stages_to_run(targets, root, echo, skip_fresh, status)
+    if on_plan is not None:
+        on_plan(graph, wanted)
     priority = chain_lengths(wanted)
     log_dir = root / ".dvc" / "tmp" / "rmsweb-repro"
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -201,3 +201,21 @@ def dry_run_lines(
     summary = summary_lines(estimate(wanted, graph, root, sorted({1, jobs})))
     lines.append("from the walls their last runs recorded: " + summary[0])
     return lines + summary[1:]
+
+
+def estimate_line(
+    graph: Mapping[str, StageNode], wanted: Mapping[str, StageNode], root: Path, jobs: int
+) -> str:
+    """One line for the start of a run: its estimated wall at `jobs`, and how many of
+    the stages' walls are their own last ones."""
+    if not wanted:
+        return "repro: nothing to run"
+    result = estimate(wanted, graph, root, [jobs])
+    known = result["measured"] + result["borrowed"]
+    return (
+        f"repro: about {result['wall_s'][str(jobs)] / 3600:.2f} h at --jobs {jobs}, from "
+        f"the walls of {result['measured']} stage(s)' last runs"
+        + (f" and {result['borrowed']} borrowed from their kind" if result["borrowed"] else "")
+        + (f"; {len(wanted) - known} with no wall to go by" if len(wanted) > known else "")
+        + " (rmsweb repro --dry-run lists them)"
+    )

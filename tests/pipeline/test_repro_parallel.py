@@ -88,7 +88,17 @@ def test_dry_run_lists_the_stale_stages_and_runs_nothing(project: Path) -> None:
     assert lines[4].endswith("3 stages (0 at their last recorded wall, 0 borrowed from their "
                              "kind, 3 unknown)")  # fmt: skip
     assert not (project / "dvc.lock").exists() and not (project / "a.started").exists()
-    reproduce(["c"], root=project, jobs=2, echo=lambda line: None)
+    # A run starts with the same estimate in one line.
+    from typer.testing import CliRunner
+
+    from rmsweb.cli import app
+
+    result = CliRunner().invoke(app, ["repro", "c", "--root", str(project)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "repro: about 0.00 h at --jobs 2, from the walls of 0 stage(s)' last runs; 3 with no "
+        "wall to go by (rmsweb repro --dry-run lists them)"
+    ) in result.output
     assert "repro --dry-run: 0 stage(s) would run, 2 at a time" in dry_run_lines(["c"], project, 2)
 
 
