@@ -106,7 +106,14 @@ def plain_loop(model: Any, tokenizer: Any, samples: list[Any], steps: int, batch
     return time.perf_counter() - start
 
 
-def stage_trainer(model: Any, tokenizer: Any, samples: list[Any], steps: int, batch: int) -> float:
+def stage_trainer(
+    model: Any,
+    tokenizer: Any,
+    samples: list[Any],
+    steps: int,
+    batch: int,
+    callbacks: list[Any] | None = None,
+) -> float:
     from rmsweb.train.sft.trainer import SFTHyper, train_sft
 
     hyper = SFTHyper(
@@ -131,7 +138,7 @@ def stage_trainer(model: Any, tokenizer: Any, samples: list[Any], steps: int, ba
     )
     with tempfile.TemporaryDirectory() as work:
         start = time.perf_counter()
-        train_sft(model, tokenizer, samples, hyper, Path(work))
+        train_sft(model, tokenizer, samples, hyper, Path(work), callbacks=callbacks)
         return time.perf_counter() - start
 
 

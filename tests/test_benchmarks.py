@@ -122,6 +122,21 @@ def test_sft_throughput_tiny() -> None:
     ), lines[-1]
 
 
+def test_thread_share_tiny_follows_the_freed_share() -> None:
+    # --tiny: synthetic samples and a tiny model; 6 steps of 4, the share read at every step
+    lines = run(
+        "benchmarks/thread_share.py", "--tiny", "--steps", "6", "--batch-size", "4",
+        "--poll-s", "0",
+    )  # fmt: skip
+    # The following run started at 1 thread and ends at the 2 its share file says.
+    assert "threads at the end of the following run: 2" in lines, lines
+    assert re.fullmatch(
+        rf"fixed_1_s={NUMBER} fixed_2_s={NUMBER} follow_s={NUMBER} "
+        rf"follow_vs_fixed_1={NUMBER} ideal_s={NUMBER}",
+        lines[-1],
+    ), lines[-1]
+
+
 def test_completion_loss_benchmark_small() -> None:
     lines = run(
         "benchmarks/completion_loss.py", "--batch-size", "2", "--prompt-tokens", "40",

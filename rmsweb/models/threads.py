@@ -78,15 +78,16 @@ class ThreadShare:
         return threads
 
 
-def share_callback(configured: int | None) -> list[Any]:
-    """[a transformers TrainerCallback that polls the share after each step], or [] when
-    the spec sets `torch_threads` or no scheduler runs this stage."""
+def share_callback(configured: int | None, every_s: float = 5.0) -> list[Any]:
+    """[a transformers TrainerCallback that polls the share after each step, at most
+    every `every_s` seconds], or [] when the spec sets `torch_threads` or no scheduler
+    runs this stage."""
     path = os.environ.get(STAGE_THREADS_FILE_ENV)
     if configured or not path:
         return []
     from transformers import TrainerCallback
 
-    share = ThreadShare(Path(path))
+    share = ThreadShare(Path(path), every_s)
 
     class FollowThreadShare(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
