@@ -142,19 +142,24 @@ def stage_trainer(
         return time.perf_counter() - start
 
 
+def data_arguments(ap: argparse.ArgumentParser) -> None:
+    """The samples, model and run size (benchmarks/thread_share.py takes them too)."""
+    ap.add_argument("--exp", default="miniwob-cpu")
+    ap.add_argument("--collect", type=Path, default=ROOT / "runs/collect/miniwob-cpu")
+    ap.add_argument("--model", type=Path, default=ROOT / "runs/model/miniwob-cpu/s0/model")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--tiny", action="store_true", help="synthetic samples, tiny model")
+
+
 def main() -> None:
     import copy
 
     import torch
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--exp", default="miniwob-cpu")
-    ap.add_argument("--collect", type=Path, default=ROOT / "runs/collect/miniwob-cpu")
-    ap.add_argument("--model", type=Path, default=ROOT / "runs/model/miniwob-cpu/s0/model")
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--batch-size", type=int, default=32)
+    data_arguments(ap)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--tiny", action="store_true", help="synthetic samples, tiny model")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.tiny:

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from sft_throughput import real_samples, stage_trainer, tiny_samples  # noqa: E402
+from sft_throughput import data_arguments, real_samples, stage_trainer, tiny_samples  # noqa: E402
 
 from rmsweb.pipeline import STAGE_THREADS_FILE_ENV  # noqa: E402
 
@@ -52,12 +52,7 @@ def main() -> None:
     from rmsweb.models.threads import share_callback
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--exp", default="miniwob-cpu")
-    ap.add_argument("--collect", type=Path, default=ROOT / "runs/collect/miniwob-cpu")
-    ap.add_argument("--model", type=Path, default=ROOT / "runs/model/miniwob-cpu/s0/model")
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--tiny", action="store_true", help="synthetic samples, tiny model")
+    data_arguments(ap)
     ap.add_argument("--poll-s", type=float, default=5.0, help="as the stages: every 5 s")
     args = ap.parse_args()
     loaded, samples = (
