@@ -29,9 +29,9 @@ scheduler around that:
    chain; at half the cores the machine sat half idle under them. A stage left running
    with fewer neighbours than `jobs` (one ended and nothing was ready) gets the freed
    cores too: the scheduler writes each running stage's share, `cores // running`, to
-   a file the stage names in RMSWEB_STAGE_THREADS_FILE, and the training stages follow
-   it between steps (rmsweb/models/threads.py). A thread count the user exported is
-   kept fixed.
+   a file the stage names in RMSWEB_STAGE_THREADS_FILE (lowered again when new stages
+   join it), and the training stages follow it between steps (rmsweb/models/threads.py).
+   A thread count the user exported is kept fixed.
 6. Stages that are up to date are not started at all: one `dvc status --json
    --with-deps` call over the targets names the stale ones, and those and everything
    downstream of them run. Each `dvc repro --single-item` parses dvc.yaml, dvc.lock and
@@ -209,11 +209,16 @@ def stage_env(jobs: int, base: Mapping[str, str] | None = None) -> dict[str, str
 
     A thread count the user exported (OMP_NUM_THREADS, RMSWEB_STAGE_THREADS) is kept."""
     env = dict(os.environ if base is None else base)
-    keys = (STAGE_THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-    share = next((env[k] for k in keys[:2] if env.get(k)), str(stage_threads(jobs)))
-    for key in keys:
+    share = user_threads(env) or str(stage_threads(jobs))
+    for key in (STAGE_THREADS_ENV, "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(key, share)
     return env
+
+
+def user_threads(env: Mapping[str, str]) -> str | None:
+    """The thread count the user exported (RMSWEB_STAGE_THREADS, OMP_NUM_THREADS), if any:
+    every stage keeps it, start to end (doc, 5)."""
+    return next((env[k] for k in (STAGE_THREADS_ENV, "OMP_NUM_THREADS") if env.get(k)), None)
 
 
 def write_share(path: Path, threads: int) -> None:
@@ -311,11 +316,7 @@ def reproduce(
     log_dir.mkdir(parents=True, exist_ok=True)
     shared_env, alone_env = stage_env(jobs), stage_env(1)
     # The share files (doc, 5), unless the user fixed the threads.
-    shares = (
-        None
-        if any(os.environ.get(k) for k in (STAGE_THREADS_ENV, "OMP_NUM_THREADS"))
-        else (log_dir / "threads")
-    )
+    shares = None if user_threads(os.environ) else log_dir / "threads"
     if shares is not None:
         shares.mkdir(parents=True, exist_ok=True)
     done: dict[str, Outcome] = {}
@@ -365,8 +366,8 @@ def reproduce(
                 thread.start()
             if not running:
                 break
-            if shares is not None and len(running) < jobs:
-                for name in running:  # the freed cores to those still running
+            if shares is not None:
+                for name in running:  # cores // running: freed cores given, or taken back
                     write_share(shares / name, stage_threads(len(running)))
             lock.wait()
     outcomes = list(done.values())

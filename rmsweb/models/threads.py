@@ -12,8 +12,8 @@ node (LOCAL_WORLD_SIZE): 2 gloo ranks on 2 cores take 1 thread each, not 2.
 
 The share changes while a stage runs: when its neighbour ends and nothing else is
 ready, a stage that started at half the cores would leave the other half idle to its
-end (the budget study's pretraining started beside the collection and then ran 16 of
-its 25 minutes alone on one thread). The scheduler keeps each running stage's share in
+end (the budget study's pretraining started beside the collection and then ran about
+1,000 of its 1,277 s alone on one thread). The scheduler keeps each running stage's share in
 a file named by RMSWEB_STAGE_THREADS_FILE; the training stages (SFT and pretraining,
 through `share_callback`) read it every few seconds between steps and follow it.
 """

@@ -227,6 +227,51 @@ def test_a_stage_left_running_alone_gets_the_freed_cores(
     assert envs and all(pipeline.STAGE_THREADS_FILE_ENV not in e for e in envs)
 
 
+def test_a_raised_share_is_taken_back_when_new_stages_join(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """6 cores, 3 jobs: p and q start alone together (3 cores each); q's end makes r1 and
+    r2 ready, and with three running p's share goes back to 2, not left at 3."""
+    import threading
+
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RMSWEB_STAGE_THREADS"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    root = tmp_path / "proj"
+    root.mkdir()
+    stages = {
+        "p": {"cmd": "true", "outs": ["out_p"]},
+        "q": {"cmd": "true", "outs": ["out_q"]},
+        "r1": {"cmd": "true", "deps": ["out_q"], "outs": ["out_r1"]},
+        "r2": {"cmd": "true", "deps": ["out_q"], "outs": ["out_r2"]},
+    }
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    started, checked = threading.Barrier(3), threading.Barrier(3)
+    seen: dict[str, list[str]] = {}
+
+    def runner(stage: str, root: Path, log_dir: Path, retries: int, env=None):
+        share = Path(env[pipeline.STAGE_THREADS_FILE_ENV])
+        seen[stage] = [share.read_text().strip()]
+        if stage in ("r1", "r2"):
+            started.wait(10)
+            checked.wait(10)  # run on until p has read its share
+        elif stage == "p":
+            started.wait(10)  # r1 and r2 have started: three running
+            for _ in range(200):
+                if share.read_text().strip() == "2":
+                    break
+                time.sleep(0.01)
+            seen[stage].append(share.read_text().strip())
+            checked.wait(10)
+        return pipeline.Outcome(stage, 0, 0.0, log_dir / f"{stage}.log", 1)
+
+    reproduce(
+        ["p", "r1", "r2"], root=root, jobs=3, runner=runner, echo=lambda _: None,
+        status=_status_unknown,
+    )  # fmt: skip
+    assert seen["p"][-1] == "2" and seen["r1"] == ["2"] and seen["r2"] == ["2"], seen
+
+
 def _status_unknown(root: Path, targets: list[str]) -> None:
     """A `dvc status` that cannot answer: every planned stage runs."""
     return None
