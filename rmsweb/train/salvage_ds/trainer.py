@@ -43,8 +43,8 @@ gate (BREAD, LUFFY and ReLIFT put expert solutions into such groups). Where the 
 never samples the right action, the group then has contrast: the reference is pushed up
 and the sampled wrong actions are pushed down, instead of the anchor's NLL alone. The
 reference is the mined state's label, the same one the anchor and continued SFT train
-on. With the gate off and anchor_weight 0, salvage_ds computes GRPO's loss exactly (tests/train, against
-TRL's GRPOTrainer._compute_loss).
+on. With the gate off and anchor_weight 0, salvage_ds computes GRPO's loss exactly
+(tests/train, against TRL's GRPOTrainer._compute_loss).
 
 Determinism and resume: every random draw is seeded from (seed, step, round), and a
 checkpoint (every save_steps) holds the trainable weights, optimizer, RNG
