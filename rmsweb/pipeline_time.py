@@ -134,11 +134,18 @@ def critical_path(wanted: Mapping[str, StageNode], walls: dict[str, float]) -> f
 
 
 def estimate(
-    wanted: Mapping[str, StageNode], graph: Mapping[str, StageNode], root: Path, jobs: list[int]
+    wanted: Mapping[str, StageNode],
+    graph: Mapping[str, StageNode],
+    root: Path,
+    jobs: list[int],
+    scale: Mapping[str, float] | None = None,
 ) -> dict:
     """The planned stages' serial time, critical path and wall per number of jobs, per
-    kind, and per stage with where its wall came from."""
+    kind, and per stage with where its wall came from. `scale` ({kind: factor}) multiplies
+    every wall of a kind: a what-if for a change measured on one stage of it."""
     walls, how = estimate_walls(wanted, graph, root)
+    for name in walls:
+        walls[name] *= (scale or {}).get(stage_kind(name)[0], 1.0)
     per_kind: dict[str, dict[str, float]] = defaultdict(lambda: {"stages": 0, "serial_s": 0.0})
     for name, wall in walls.items():
         kind = stage_kind(name)[0]

@@ -72,6 +72,11 @@ def test_schedules_recorded_walls_as_repro_would(tmp_path: Path) -> None:
     assert result["wall_s"]["3"] == 161.0
     assert result["critical_path_s"] == 161.0
     assert result["per_kind"]["sft"] == {"stages": 2, "serial_s": 160.0}
+    # What-if: every mine at half its wall. Serial 251 - 40; two at a time: mine-s1
+    # 70-85, mine-s0 110-135, report 135-136.
+    halved = _module().study_time("report_x", tmp_path, [2], {"mine": 0.5})
+    assert halved["serial_s"] == 211.0 and halved["wall_s"]["2"] == 136.0
+    assert halved["scale"] == {"mine": 0.5}
 
 
 def test_a_stage_not_run_borrows_its_kinds_median(tmp_path: Path) -> None:
@@ -121,6 +126,14 @@ def test_cli_writes_the_estimate_and_refuses_an_unknown_target(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert "--jobs 2: 4.00 h (1.00x the 4 h budget)" in done.stdout
     assert json.loads(out.read_text())["wall_s"] == {"2": 14400.0}
+    scaled = subprocess.run(
+        [*cmd, "report_x", "--jobs", "1", "--scale", "sft=0.5", "mine=0"],
+        capture_output=True,
+        text=True,
+    )
+    assert "--jobs 1: 3.00 h (0.75x the 4 h budget)" in scaled.stdout, scaled.stdout
+    wrong = subprocess.run([*cmd, "report_x", "--scale", "mine"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "expected KIND=FACTOR" in wrong.stderr
     bad = subprocess.run([*cmd, "report_y"], capture_output=True, text=True)
     assert bad.returncode == 2
     assert "unknown stage(s): report_y" in bad.stderr
